@@ -1,0 +1,1 @@
+"""Conformance suite for implementations of "Attention Is All You Need" (run ``pytest conformance --impl=...``)."""

@@ -1,0 +1,160 @@
+"""What every check uses: a :class:`Case` (implementation, configuration, inputs) and the canonical calls."""
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from conformance.interface import FUNCTION_ROLES, Config, Implementation, MissingRole
+from conformance.verdicts import Failure
+
+MODULE_ROLES = ("embedding", "positional_encoding", "multi_head_attention", "feed_forward", "layer_norm",
+                "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "generator", "model")
+PAD = 0
+
+
+def tolerance(dtype):
+    """Absolute and relative tolerance for comparing results computed in ``dtype``."""
+    return (1e-4, 1e-4) if dtype == torch.float32 else (1e-9, 1e-9)
+
+
+@dataclass
+class Case:
+    """One drawn example: an implementation, canonical hyperparameters, input sizes, dtype, device and seed."""
+    impl: Implementation
+    cfg: Config
+    batch: int
+    src_len: int
+    tgt_len: int
+    dtype: torch.dtype
+    seed: int
+    device: str = "cpu"
+
+    def __post_init__(self):
+        self.generator = torch.Generator().manual_seed(self.seed)
+
+    @property
+    def atol(self):
+        return tolerance(self.dtype)[0]
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def with_config(self, **changes):
+        return self.replace(cfg=dataclasses.replace(self.cfg, **changes))
+
+    # -- building -----------------------------------------------------------------------------
+    def build(self, role, train=False):
+        """Build ``role`` with the case's seed, on its device and dtype, in eval mode (train mode if asked)."""
+        if role in FUNCTION_ROLES:
+            return self.impl.function(role)
+        torch.manual_seed(self.seed)
+        module = self.impl.build(role, self.cfg)
+        if not isinstance(module, nn.Module):
+            raise Failure(f"{role}.not_a_module", f"the {role} role to build a torch.nn.Module",
+                          f"{type(module).__name__}")
+        module.to(device=self.device, dtype=self.dtype)
+        return module.train(train)
+
+    # -- inputs -------------------------------------------------------------------------------
+    def randn(self, *shape):
+        return torch.randn(*shape, generator=self.generator, dtype=torch.float64).to(self.device, self.dtype)
+
+    def tokens(self, length, vocab):
+        """Token ids in [1, vocab): 0 is the padding id."""
+        return torch.randint(1, vocab, (self.batch, length), generator=self.generator).to(self.device)
+
+    def padding_mask(self, length):
+        """A random padding mask ``(batch, 1, length)``: True = real token, at least one real token per row,
+        and at least one padded position somewhere when length > 1."""
+        keep = torch.rand(self.batch, length, generator=self.generator) < 0.6
+        keep[:, 0] = True
+        if length > 1:
+            keep[0, -1] = False
+        return keep.unsqueeze(1).to(self.device)
+
+    def subsequent_mask(self, length):
+        return torch.tril(torch.ones(1, length, length, dtype=torch.bool, device=self.device))
+
+    def target_mask(self, length):
+        """Padding and subsequent positions together: ``(batch, length, length)``."""
+        return self.padding_mask(length) & self.subsequent_mask(length)
+
+    def reproduction(self, role, call):
+        """A short, copy-paste script that rebuilds this case's component and repeats the call."""
+        return "\n".join([
+            "import torch",
+            "from conformance.harness import Case",
+            "from conformance.interface import Config, load_implementation",
+            f"case = Case(load_implementation({self.impl.spec!r}), {self.cfg!r}, batch={self.batch}, "
+            f"src_len={self.src_len}, tgt_len={self.tgt_len}, dtype={self.dtype}, seed={self.seed}, "
+            f"device={self.device!r})",
+            f"m = case.build({role!r})",
+            call,
+        ])
+
+
+# -- canonical calls -----------------------------------------------------------------------------
+def canonical_inputs(case, role):
+    """Inputs of the canonical call of ``role`` (see ``conformance.interface``), freshly drawn."""
+    c, b, ls, lt = case.cfg, case.batch, case.src_len, case.tgt_len
+    x, memory = case.randn(b, lt, c.d_model), case.randn(b, ls, c.d_model)
+    return {
+        "embedding": lambda: (case.tokens(lt, c.vocab_size),),
+        "positional_encoding": lambda: (x,),
+        "attention": lambda: (case.randn(b, c.h, lt, c.d_k), case.randn(b, c.h, ls, c.d_k),
+                              case.randn(b, c.h, ls, c.d_k + 1), case.padding_mask(ls).unsqueeze(1)),
+        "multi_head_attention": lambda: (x, memory, memory, case.padding_mask(ls)),
+        "feed_forward": lambda: (x,),
+        "layer_norm": lambda: (x,),
+        "sublayer_connection": lambda: (x, torch.tanh),
+        "encoder_layer": lambda: (memory, case.padding_mask(ls)),
+        "encoder": lambda: (memory, case.padding_mask(ls)),
+        "decoder_layer": lambda: (x, memory, case.padding_mask(ls), case.target_mask(lt)),
+        "decoder": lambda: (x, memory, case.padding_mask(ls), case.target_mask(lt)),
+        "generator": lambda: (x,),
+        "model": lambda: (case.tokens(ls, c.src_vocab), case.tokens(lt, c.tgt_vocab), case.padding_mask(ls),
+                          case.target_mask(lt)),
+    }[role]()
+
+
+def expected_shape(case, role):
+    c, b, ls, lt = case.cfg, case.batch, case.src_len, case.tgt_len
+    return {"attention": (b, c.h, lt, c.d_k + 1), "generator": (b, lt, c.vocab_size),
+            "encoder_layer": (b, ls, c.d_model), "encoder": (b, ls, c.d_model)}.get(role, (b, lt, c.d_model))
+
+
+def output_tensor(result, role):
+    """The tensor a call returned; the attention function may return ``(output, weights)``."""
+    if role == "attention" and isinstance(result, (tuple, list)) and result:
+        result = result[0]
+    if not isinstance(result, torch.Tensor):
+        raise Failure(f"{role}.output_not_tensor", "a torch.Tensor output (§3)",
+                      f"a {type(result).__name__}: {str(result)[:80]}")
+    return result
+
+
+def run(case, role, module=None, inputs=None):
+    """Build (unless given) and call ``role`` canonically; returns ``(output tensor, inputs)``."""
+    module = module if module is not None else case.build(role)
+    inputs = inputs if inputs is not None else canonical_inputs(case, role)
+    with torch.no_grad():
+        return output_tensor(module(*inputs), role), inputs
+
+
+def require_role(impl, role):
+    if not impl.has(role):
+        raise MissingRole(f"{impl.spec} has no {role!r}")
+
+
+def assert_close(actual, expected, case, cause, requirement, what="outputs"):
+    """Fail with the largest difference when ``actual`` is not close to ``expected``."""
+    atol, rtol = tolerance(case.dtype)
+    actual, expected = actual.detach().to(torch.float64).cpu(), expected.detach().to(torch.float64).cpu()
+    if actual.shape != expected.shape:
+        raise Failure(cause, requirement, f"{what} of shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+    if not torch.allclose(actual, expected, atol=atol, rtol=rtol):
+        diff = (actual - expected).abs()
+        where = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
+        raise Failure(cause, requirement, f"{what} differ by up to {diff.max().item():.3g} at index {where} "
+                      f"({actual[where].item():.6g} vs {expected[where].item():.6g}; tolerance {atol:g})")

@@ -1,0 +1,147 @@
+"""The implementation interface: every implementation under test is reduced to a set of *roles*.
+
+An implementation is a mapping ``CONFORMANCE_ROLES = {role name: builder}``. A builder is a class or function
+called with the keyword arguments its signature names among the canonical hyperparameters of
+:class:`Config` (``d_model``, ``h``, ``d_ff``, ``dropout``, ``N``, ``vocab_size``, ``src_vocab``, ``tgt_vocab``,
+``max_len``). Function roles (``attention``, ``padding_mask``, ``subsequent_mask``) are the functions themselves.
+
+Canonical calls (batch first; a mask is boolean, broadcastable to ``(batch, query_len, key_len)``,
+``True`` = may attend):
+
+==================== ================================================== ===========================================
+role                 built from                                         called as
+==================== ================================================== ===========================================
+embedding            vocab_size, d_model                                ``m(tokens[B, L])`` -> ``[B, L, d_model]``
+positional_encoding  d_model, dropout, max_len                          ``m(x[B, L, d_model])`` -> same shape
+attention            (function)                                         ``f(q[..., Lq, d_k], k[..., Lk, d_k],
+                                                                        v[..., Lk, d_v], mask)`` -> output or
+                                                                        (output, weights)
+multi_head_attention h, d_model, dropout                                ``m(query, key, value, mask)``
+feed_forward         d_model, d_ff, dropout                             ``m(x)``
+layer_norm           d_model                                            ``m(x)``
+sublayer_connection  d_model, dropout                                   ``m(x, sublayer)`` (sublayer: a callable)
+encoder_layer        d_model, h, d_ff, dropout                          ``m(x, src_mask)``
+decoder_layer        d_model, h, d_ff, dropout                          ``m(x, memory, src_mask, tgt_mask)``
+encoder              N, d_model, h, d_ff, dropout                       ``m(x, src_mask)``
+decoder              N, d_model, h, d_ff, dropout                       ``m(x, memory, src_mask, tgt_mask)``
+generator            d_model, vocab_size                                ``m(x)`` -> log-probabilities
+model                src_vocab, tgt_vocab, N, d_model, d_ff, h,         ``m(src[B, Ls], tgt[B, Lt], src_mask,
+                     dropout, max_len                                   tgt_mask)`` -> ``[B, Lt, d_model]``
+padding_mask         (function)                                         ``f(tokens[B, L], pad_idx)`` -> ``[B, 1, L]``
+subsequent_mask      (function)                                         ``f(size)`` -> ``[1, size, size]``
+==================== ================================================== ===========================================
+
+``src_mask`` is a padding mask ``[B, 1, Ls]``; ``tgt_mask`` is ``[B, Lt, Lt]`` (padding and subsequent positions).
+"""
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from dataclasses import dataclass
+
+ROLES = (
+    "embedding", "positional_encoding", "attention", "multi_head_attention", "feed_forward", "layer_norm",
+    "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "generator", "model",
+    "padding_mask", "subsequent_mask",
+)
+FUNCTION_ROLES = ("attention", "padding_mask", "subsequent_mask")
+IMPL_ENV_VAR = "CONFORMANCE_IMPL"
+
+
+class MissingRole(LookupError):
+    """The implementation has nothing that plays a role a check needs."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Canonical hyperparameters (Table 3 names)."""
+    d_model: int = 512
+    h: int = 8
+    d_ff: int = 2048
+    dropout: float = 0.1
+    N: int = 6
+    vocab_size: int = 11
+    src_vocab: int = 11
+    tgt_vocab: int = 13
+    max_len: int = 5000
+
+    @property
+    def d_k(self):
+        return self.d_model // self.h
+
+
+def call_with_canonical_arguments(builder, cfg):
+    """Call ``builder`` with the canonical hyperparameters its signature names (all of them for ``**kwargs``)."""
+    values = dataclasses.asdict(cfg)
+    try:
+        parameters = inspect.signature(builder).parameters
+    except (TypeError, ValueError):
+        return builder(**values)
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return builder(**values)
+    return builder(**{name: values[name] for name in parameters if name in values})
+
+
+class Implementation:
+    """An implementation under test: a name and its role builders."""
+
+    def __init__(self, spec, roles, origin=None):
+        self.spec = spec
+        self.roles = dict(roles)
+        self.origin = origin or spec
+        unknown = set(self.roles) - set(ROLES)
+        if unknown:
+            raise ValueError(f"{spec}: unknown roles {sorted(unknown)}; known roles are {list(ROLES)}")
+
+    def __repr__(self):
+        return f"Implementation({self.spec!r}, roles={sorted(self.roles)})"
+
+    def has(self, role):
+        return role in self.roles
+
+    def function(self, role):
+        """The function playing a function role."""
+        if role not in self.roles:
+            raise MissingRole(f"{self.spec} has no {role!r}")
+        return self.roles[role]
+
+    def build(self, role, cfg):
+        """Build the module playing ``role`` from canonical hyperparameters."""
+        return call_with_canonical_arguments(self.function(role), cfg)
+
+
+def import_from_path(path):
+    """Import a ``.py`` file or a package directory as a fresh module."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        name, location = os.path.basename(path.rstrip(os.sep)), os.path.join(path, "__init__.py")
+        spec = importlib.util.spec_from_file_location(name, location, submodule_search_locations=[path])
+    else:
+        name = "impl_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_").replace(".", "_")
+        spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def roles_of_module(module, spec):
+    roles = getattr(module, "CONFORMANCE_ROLES", None)
+    if roles is None:
+        raise LookupError(f"{spec}: the module defines no CONFORMANCE_ROLES mapping (see conformance.interface)")
+    return Implementation(spec, roles, origin=getattr(module, "__file__", spec))
+
+
+def load_implementation(spec):
+    """Resolve an ``--impl`` value: ``reference``, ``torch``, a file or package path, or an importable module."""
+    if spec == "reference":
+        from reference import transformer
+        return Implementation("reference", transformer.CONFORMANCE_ROLES, origin=transformer.__file__)
+    if spec == "torch":
+        from adapters import torch_nn
+        return Implementation("torch", torch_nn.CONFORMANCE_ROLES, origin="torch.nn")
+    if os.path.exists(spec):
+        return roles_of_module(import_from_path(spec), spec)
+    return roles_of_module(importlib.import_module(spec), spec)

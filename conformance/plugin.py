@@ -1,0 +1,222 @@
+"""The pytest plugin: ``--impl``, ``--device``, ``--contract``, ``--expected``, ``--report-json``, verdicts per
+check, and the component-by-property table at the end of the run. pytest's own ``--strict`` (which also makes
+markers strict) makes deviations fail the run.
+
+Registered through the ``pytest11`` entry point ``conformance`` (see pyproject.toml).
+"""
+import json
+import os
+import sys
+import tomllib
+import traceback
+import warnings
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+
+from conformance import verdicts
+from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole, load_implementation
+from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, Finding
+
+FAMILIES = ("shapes", "masks", "positional_encoding", "softmax", "norm_order", "parameters", "layer_norm",
+            "behaviour")
+CONTRACTS = ("paper", "practice")
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+LIBRARY_DIRS = tuple(os.path.dirname(os.path.dirname(m.__file__)) for m in (pytest, os))
+
+settings.register_profile("ci", max_examples=6, deadline=None, derandomize=True, database=None,
+                          report_multiple_bugs=False, phases=(Phase.explicit, Phase.generate),
+                          suppress_health_check=list(HealthCheck))
+settings.register_profile("thorough", max_examples=200, deadline=None, report_multiple_bugs=False,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("conformance", "Transformer conformance checks")
+    group.addoption("--impl", default=os.environ.get(IMPL_ENV_VAR, "reference"),
+                    help="implementation under test: 'reference', 'torch', a module name, a .py file or a "
+                         f"package directory (default: ${IMPL_ENV_VAR} or 'reference')")
+    group.addoption("--device", default="cpu", help="device every check runs on (cpu, cuda, cuda:1, ...)")
+    group.addoption("--contract", default="paper", choices=CONTRACTS,
+                    help="the contract claimed: 'paper' (post-norm) or 'practice' (pre-norm with final LayerNorm)")
+    group.addoption("--expected", metavar="TOML", help="expected-results file: accepted failures and deviations")
+    group.addoption("--report-json", metavar="PATH", help="write the verdict of every check as JSON")
+
+
+def pytest_configure(config):
+    for family in FAMILIES:
+        config.addinivalue_line("markers", f"{family}: checks of the {family.replace('_', ' ')} property family")
+    for role in ROLES:
+        config.addinivalue_line("markers", f"{role}: checks of the {role.replace('_', ' ')} component")
+    if not config.getoption("hypothesis_profile", None):
+        settings.load_profile("ci")
+    config.stash[RESULTS] = []
+    config.stash[EXPECTED] = read_expected(config.getoption("expected"))
+
+
+RESULTS = pytest.StashKey[list]()
+EXPECTED = pytest.StashKey[dict]()
+
+
+def read_expected(path):
+    """``{"component/check": {"verdict": ..., "reason": ...}}`` from a TOML file with ``[[expected]]`` tables."""
+    if not path:
+        return {}
+    with open(path, "rb") as f:
+        entries = tomllib.load(f).get("expected", [])
+    return {f"{e['component']}/{e['check']}": e for e in entries}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        component, family = component_of(item), family_of(item)
+        if component in ROLES:
+            item.add_marker(getattr(pytest.mark, component))
+        if family in FAMILIES:
+            item.add_marker(getattr(pytest.mark, family))
+
+
+@pytest.fixture(scope="session")
+def impl(request):
+    """The implementation under test (``--impl``)."""
+    return load_implementation(request.config.getoption("impl"))
+
+
+@pytest.fixture(scope="session")
+def device(request):
+    return request.config.getoption("device")
+
+
+@pytest.fixture(scope="session")
+def contract(request):
+    return request.config.getoption("contract")
+
+
+def component_of(item):
+    callspec = getattr(item, "callspec", None)
+    if callspec and "component" in callspec.params:
+        return callspec.params["component"]
+    marker = item.get_closest_marker("component")
+    return marker.args[0] if marker else "model"
+
+
+def family_of(item):
+    return item.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+
+
+def check_of(item):
+    return item.originalname.removeprefix("test_")
+
+
+def error_location(excinfo):
+    """File and line of the innermost frame outside the checker and the libraries: the implementation's code."""
+    frames = traceback.extract_tb(excinfo.tb)
+    outside = [f for f in frames if not f.filename.startswith(PACKAGE_DIR)]
+    own = [f for f in outside if not f.filename.startswith(LIBRARY_DIRS)] or outside or frames
+    frame = own[-1]
+    return f"{frame.filename}:{frame.lineno} in {frame.name}"
+
+
+def classify(excinfo):
+    """(verdict, cause, message) for an exception raised by a check."""
+    exc = excinfo.value
+    if isinstance(exc, Finding):
+        return exc.verdict, exc.cause, exc.message
+    if isinstance(exc, MissingRole):
+        return MISSING, "role.missing", str(exc)
+    if isinstance(exc, (pytest.skip.Exception,)):
+        return MISSING, "skipped", str(exc)
+    where = error_location(excinfo)
+    message = f"{type(exc).__name__}: {exc}"[:500] + f" (at {where})"
+    if "device" in str(exc) and ("Expected all tensors" in str(exc) or "same device" in str(exc)):
+        return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
+    return ERROR, f"error.{type(exc).__name__}", message
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not hasattr(item, "module") or not item.module.__name__.startswith("conformance."):
+        return
+    if call.when == "call" or (call.when == "setup" and call.excinfo is not None):
+        verdict, cause, message = (PASS, "", "") if call.excinfo is None else classify(call.excinfo)
+        record = dict(component=component_of(item), family=family_of(item), check=check_of(item),
+                      verdict=verdict, cause=cause, message=message, nodeid=item.nodeid)
+        strict = item.config.getoption("strict")
+        expected = item.config.stash[EXPECTED].get(f"{record['component']}/{record['check']}")
+        if expected and expected.get("verdict", verdict) == verdict and verdict != PASS:
+            record["expected"] = True
+            report.outcome, report.wasxfail = "skipped", expected.get("reason", "listed in the expected file")
+        elif verdict == DEVIATION:
+            report.outcome = "failed" if strict else "passed"
+            report.longrepr = message if strict else None
+        elif verdict == MISSING:
+            report.outcome, report.longrepr = "skipped", (str(item.path), item.location[1] or 0, message)
+        elif verdict in (FAIL, ERROR):
+            report.longrepr = f"[{record['component']}] {message}"
+        report.user_properties.append(("conformance", record))
+
+
+def pytest_runtest_logreport(report):
+    records = [value for key, value in report.user_properties if key == "conformance"]
+    if records and CONFIG is not None:
+        CONFIG.stash[RESULTS].extend(records)
+
+
+CONFIG = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    global CONFIG
+    CONFIG = session.config
+
+
+def summary_table(records):
+    """``{component: {family: worst verdict}}`` over all records."""
+    table = {}
+    for r in records:
+        table.setdefault(r["component"], {}).setdefault(r["family"], []).append(r["verdict"])
+    return {c: {f: verdicts.worst(v) for f, v in fams.items()} for c, fams in table.items()}
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    records = config.stash.get(RESULTS, [])
+    if not records or hasattr(config, "workerinput"):
+        return
+    from tabulate import tabulate
+    table = summary_table(records)
+    families = [f for f in FAMILIES if any(f in row for row in table.values())]
+    rows = [[c] + [table[c].get(f, "") for f in families] for c in ROLES if c in table]
+    tr = terminalreporter
+    tr.write_sep("=", f"conformance of {config.getoption('impl')} (contract: {config.getoption('contract')})")
+    tr.write_line(tabulate(rows, headers=["component"] + families, tablefmt="github"))
+    findings = sorted((r for r in records if r["verdict"] != PASS),
+                      key=lambda r: (-verdicts.SEVERITY[r["verdict"]], r["component"], r["check"]))
+    for r in findings:
+        tag = " (expected)" if r.get("expected") else ""
+        tr.write_line(f"{r['verdict'].upper():9} {r['component']}/{r['check']}{tag}: {r['message'].splitlines()[0]}")
+    for key in unmatched_expectations(config, records):
+        tr.write_line(f"WARNING expected-results entry {key!r} matches no finding of this run")
+
+
+def unmatched_expectations(config, records):
+    seen = {f"{r['component']}/{r['check']}" for r in records if r.get("expected")}
+    return sorted(set(config.stash[EXPECTED]) - seen)
+
+
+def pytest_sessionfinish(session):
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    records = config.stash.get(RESULTS, [])
+    for key in unmatched_expectations(config, records) if records else ():
+        warnings.warn(f"expected-results entry {key!r} matches no finding of this run")
+    path = config.getoption("report_json")
+    if path and records:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump({"implementation": config.getoption("impl"), "contract": config.getoption("contract"),
+                       "device": config.getoption("device"), "table": summary_table(records),
+                       "checks": sorted(records, key=lambda r: r["nodeid"])}, f, indent=2)

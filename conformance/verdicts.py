@@ -1,0 +1,46 @@
+"""Verdicts of a check, and the exceptions a check raises to give one.
+
+A check passes by returning. Otherwise it raises:
+
+* :class:`Failure` - the implementation contradicts the paper;
+* :class:`Deviation` - the implementation follows a named, known variant (pre-norm, GELU, ...);
+* :class:`conformance.interface.MissingRole` or :class:`Missing` - it has nothing to check;
+* anything else raised by the implementation's code is an *error*.
+
+Each finding carries a stable ``cause`` identifier (``"attention.scale.sqrt_d_model"``), what the paper
+requires (with its section) and what was observed.
+"""
+PASS, FAIL, DEVIATION, MISSING, ERROR = "pass", "fail", "deviation", "missing", "error"
+SEVERITY = {PASS: 0, MISSING: 1, DEVIATION: 2, FAIL: 3, ERROR: 4}
+
+
+class Finding(Exception):
+    verdict = None
+
+    def __init__(self, cause, requirement, observed, reproduction=None):
+        self.cause, self.requirement, self.observed, self.reproduction = cause, requirement, observed, reproduction
+        super().__init__(self.message)
+
+    @property
+    def message(self):
+        text = f"{self.cause}: the paper requires {self.requirement}; observed {self.observed}"
+        if self.reproduction:
+            text += "\nReproduce:\n" + self.reproduction
+        return text
+
+
+class Failure(Finding, AssertionError):
+    verdict = FAIL
+
+
+class Deviation(Finding):
+    verdict = DEVIATION
+
+
+class Missing(Finding):
+    verdict = MISSING
+
+
+def worst(verdicts):
+    """The most severe verdict of a group (a table cell)."""
+    return max(verdicts, key=SEVERITY.__getitem__, default=PASS)
