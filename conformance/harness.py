@@ -11,6 +11,8 @@ from conformance.verdicts import Failure
 MODULE_ROLES = ("embedding", "positional_encoding", "multi_head_attention", "feed_forward", "layer_norm",
                 "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "generator", "model")
 PAD = 0
+LATEST_CASE = None
+"""The case most recently drawn: the plugin adds its reproduction to a finding that has none."""
 
 
 def tolerance(dtype):
@@ -31,7 +33,9 @@ class Case:
     device: str = "cpu"
 
     def __post_init__(self):
+        global LATEST_CASE
         self.generator = torch.Generator().manual_seed(self.seed)
+        LATEST_CASE = self
 
     @property
     def atol(self):
@@ -80,16 +84,18 @@ class Case:
         """Padding and subsequent positions together: ``(batch, length, length)``."""
         return self.padding_mask(length) & self.subsequent_mask(length)
 
-    def reproduction(self, role, call):
+    def reproduction(self, role, call=None):
         """A short, copy-paste script that rebuilds this case's component and repeats the call."""
+        call = call or f"out = m(*canonical_inputs(case, {role!r}))"
+        build = f"m = case.build({role!r})"
         return "\n".join([
             "import torch",
-            "from conformance.harness import Case",
+            "from conformance.harness import Case, canonical_inputs",
             "from conformance.interface import Config, load_implementation",
             f"case = Case(load_implementation({self.impl.spec!r}), {self.cfg!r}, batch={self.batch}, "
             f"src_len={self.src_len}, tgt_len={self.tgt_len}, dtype={self.dtype}, seed={self.seed}, "
             f"device={self.device!r})",
-            f"m = case.build({role!r})",
+            build,
             call,
         ])
 

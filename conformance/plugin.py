@@ -14,7 +14,7 @@ import warnings
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from conformance import verdicts
+from conformance import harness, verdicts
 from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole, load_implementation
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, Finding
 
@@ -117,10 +117,12 @@ def error_location(excinfo):
     return f"{frame.filename}:{frame.lineno} in {frame.name}"
 
 
-def classify(excinfo):
+def classify(excinfo, component):
     """(verdict, cause, message) for an exception raised by a check."""
     exc = excinfo.value
     if isinstance(exc, Finding):
+        if exc.reproduction is None and exc.verdict != MISSING and harness.LATEST_CASE is not None:
+            exc.reproduction = harness.LATEST_CASE.reproduction(component)
         return exc.verdict, exc.cause, exc.message
     if isinstance(exc, MissingRole):
         return MISSING, "role.missing", str(exc)
@@ -139,8 +141,10 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if not hasattr(item, "module") or not item.module.__name__.startswith("conformance."):
         return
+    if call.when == "setup":
+        harness.LATEST_CASE = None
     if call.when == "call" or (call.when == "setup" and call.excinfo is not None):
-        verdict, cause, message = (PASS, "", "") if call.excinfo is None else classify(call.excinfo)
+        verdict, cause, message = (PASS, "", "") if call.excinfo is None else classify(call.excinfo, component_of(item))
         record = dict(component=component_of(item), family=family_of(item), check=check_of(item),
                       verdict=verdict, cause=cause, message=message, nodeid=item.nodeid)
         strict = item.config.getoption("strict")

@@ -17,7 +17,6 @@ def test_output_shape(impl, device, component, drawn):
     out, _ = run(case, component)
     expected = expected_shape(case, component)
     if tuple(out.shape) != expected:
-        raise Failure(f"{component}.shape", f"output shape {expected} (§3; {case.cfg})",
-                      f"{tuple(out.shape)}", case.reproduction(component, f"print(m(*{component!r} inputs).shape)"))
+        raise Failure(f"{component}.shape", f"output shape {expected} (§3; {case.cfg})", f"{tuple(out.shape)}")
     if out.dtype != case.dtype:
         raise Failure(f"{component}.dtype", f"the input dtype {case.dtype} to be kept", f"{out.dtype}")

@@ -1,0 +1,137 @@
+"""Softmax normalization and scaling (3.2.1, eq. 1): softmax(Q K^T / sqrt(d_k)) over the keys.
+
+The weights are observed inside the implementation's forward (``probes.AttentionRecorder``), so the checks
+need no cooperation: the attention function may return its weights or not, and multi-head attention never does.
+"""
+import math
+
+import pytest
+import torch
+from hypothesis import given
+
+from conformance import strategies
+from conformance.harness import Case, canonical_inputs, output_tensor
+from conformance.probes import AttentionRecorder, sdpa_scale, set_identity_projections, split_heads, constant_ratio
+from conformance.verdicts import Failure, Missing
+
+ATTENTION_ROLES = ("attention", "multi_head_attention")
+
+
+def observe_attention(case, component):
+    """Run ``component`` under an AttentionRecorder with known per-head queries and keys.
+
+    Returns the recorder, the raw per-head scores Q K^T (batch, h, Lq, Lk), the allowed positions and the
+    per-head inputs (for diagnosing a wrong head split).
+    """
+    module = case.build(component)
+    inputs = canonical_inputs(case, component)
+    if component == "attention":
+        q, k, _, mask = inputs
+    else:
+        if not set_identity_projections(module, case.cfg.d_model, case.cfg.d_k):
+            raise Missing(f"{component}.projections_unrecognised", "per-head projections of d_model x d_k (§3.2.2)",
+                          "parameters whose layout the probe does not recognise")
+        x, memory, _, mask = inputs
+        q, k, mask = split_heads(x, case.cfg.h), split_heads(memory, case.cfg.h), mask.unsqueeze(1)
+    with AttentionRecorder() as recorder, torch.no_grad():
+        output_tensor(module(*inputs), component)
+    raw = q @ k.transpose(-2, -1)
+    return recorder, raw, mask.expand_as(raw), inputs
+
+
+def attention_softmax(recorder, case, component):
+    """The last softmax over attention scores; None when the implementation calls scaled_dot_product_attention."""
+    calls = recorder.attention_softmaxes(case.tgt_len, case.src_len)
+    if calls:
+        return calls[-1]
+    if recorder.sdpa_calls:
+        return None
+    raise Missing(f"{component}.softmax_not_observed", "a softmax over the attention scores (§3.2.1)",
+                  "no call to torch.softmax / F.softmax / Tensor.softmax with scores of shape (..., Lq, Lk)")
+
+
+def require_query_key_order(call, case, component):
+    if tuple(call.scores.shape[-2:]) != (case.tgt_len, case.src_len):
+        raise Failure(f"{component}.query_key_swapped", f"scores Q K^T of shape (..., Lq={case.tgt_len}, "
+                      f"Lk={case.src_len}) (§3.2.1)", f"scores of shape {tuple(call.scores.shape)}: K Q^T")
+
+
+@pytest.mark.parametrize("component", ATTENTION_ROLES)
+@given(drawn=strategies.settings())
+def test_attention_weights_are_distributions_over_keys(impl, device, component, drawn):
+    """3.2.1: the weights on the values are a softmax over the keys: non-negative, summing to 1 per query."""
+    case = Case(impl, device=device, **drawn)
+    recorder, _, allowed, _ = observe_attention(case, component)
+    call = attention_softmax(recorder, case, component)
+    if call is None:
+        return  # torch's fused attention normalizes by construction; its scale is checked below
+    require_query_key_order(call, case, component)
+    if call.dim != call.weights.dim() - 1:
+        raise Failure(f"{component}.softmax_wrong_axis", "softmax over the keys, the last axis (§3.2.1, eq. 1)",
+                      f"softmax over axis {call.dim} of scores shaped {tuple(call.weights.shape)} "
+                      f"(Lq={case.tgt_len}, Lk={case.src_len})")
+    sums = call.weights.sum(-1).to(torch.float64)
+    if call.weights.min() < 0 or not torch.allclose(sums, torch.ones_like(sums), atol=case.atol):
+        raise Failure(f"{component}.weights_not_normalized", "weights >= 0 summing to 1 over the keys (§3.2.1)",
+                      f"row sums between {sums.min().item():.6g} and {sums.max().item():.6g}, "
+                      f"minimum weight {call.weights.min().item():.3g}")
+
+
+SCALE_MISTAKES = {
+    "sqrt_d_model": lambda cfg: 1 / math.sqrt(cfg.d_model),
+    "d_k": lambda cfg: 1 / cfg.d_k,
+    "d_model": lambda cfg: 1 / cfg.d_model,
+    "unscaled": lambda cfg: 1.0,
+    "multiplied_by_sqrt_d_k": lambda cfg: math.sqrt(cfg.d_k),
+}
+
+
+def name_scale(scale, cfg):
+    """The known mistake a measured score scale matches, or None."""
+    for name, value in SCALE_MISTAKES.items():
+        if math.isclose(scale, value(cfg), rel_tol=1e-3):
+            return name
+    return None
+
+
+def diagnose_unproportional_scores(call, inputs, allowed, case, component):
+    """Scores that are no multiple of the per-head Q K^T: recognise heads split by ``view`` without transpose."""
+    if component == "multi_head_attention":
+        x, memory = inputs[0], inputs[1]
+        b, h, d_k = x.size(0), case.cfg.h, case.cfg.d_k
+        q, k = x.reshape(b, h, -1, d_k), memory.reshape(b, h, -1, d_k)
+        if tuple(call.scores.shape[-2:]) == (q.size(2), k.size(2)):
+            raw = q @ k.transpose(-2, -1)
+            if constant_ratio(call.scores.to(raw.dtype), raw, allowed):
+                raise Failure(f"{component}.heads_split_without_transpose",
+                              "heads split as (batch, h, length, d_k) by view(batch, length, h, d_k).transpose(1, 2)"
+                              " (§3.2.2)", "scores computed from x.view(batch, h, length, d_k): positions and "
+                              "features of different heads mixed")
+    raise Failure(f"{component}.scores_not_proportional_to_qk",
+                  "scores proportional to Q K^T for each head (§3.2.1, eq. 1)",
+                  "scores that are not a constant multiple of the per-head Q K^T")
+
+
+@pytest.mark.parametrize("component", ATTENTION_ROLES)
+@given(drawn=strategies.settings())
+def test_scores_scaled_by_inverse_sqrt_d_k(impl, device, component, drawn):
+    """3.2.1: "We compute the dot products of the query with all keys, divide each by sqrt(d_k)"."""
+    case = Case(impl, device=device, **drawn)
+    recorder, raw, allowed, inputs = observe_attention(case, component)
+    call = attention_softmax(recorder, case, component)
+    if call is None:
+        sdpa = recorder.sdpa_calls[-1]
+        scale = sdpa_scale(sdpa)
+    else:
+        require_query_key_order(call, case, component)
+        scale = constant_ratio(call.scores.to(raw.dtype), raw, allowed)
+        if scale is None:
+            diagnose_unproportional_scores(call, inputs, allowed, case, component)
+    expected = 1 / math.sqrt(case.cfg.d_k)
+    if not math.isclose(scale, expected, rel_tol=1e-3):
+        mistake = name_scale(scale, case.cfg) or "wrong"
+        raise Failure(f"{component}.scale.{mistake}",
+                      f"scores multiplied by 1/sqrt(d_k) = {expected:.6g} (§3.2.1; d_k={case.cfg.d_k}, "
+                      f"d_model={case.cfg.d_model}, h={case.cfg.h})",
+                      f"scores multiplied by {scale:.6g}" + (f" ({mistake.replace('_', ' ')})" if mistake != "wrong"
+                                                            else ""))
