@@ -1,8 +1,10 @@
 """Watching an implementation from the inside without its cooperation.
 
-:class:`AttentionRecorder` is a ``torch.overrides.TorchFunctionMode`` that records every softmax (its input
-scores, axis and output weights) and every call to ``scaled_dot_product_attention`` made while it is active,
-so the checks see the attention weights even when an implementation does not return them.
+:class:`AttentionRecorder` records every softmax (its input scores, axis and output weights) and every
+scaled-dot-product-attention kernel run while it is active, so the checks see the attention weights even when
+an implementation does not return them. It is a ``TorchDispatchMode`` (the ATen level) rather than a
+``torch.overrides.TorchFunctionMode``: a function mode sees a composite such as
+``F.multi_head_attention_forward`` as one call and nothing of the softmax inside it.
 :func:`set_identity_projections` turns a multi-head attention's projections into identities so that the
 per-head queries and keys are known slices of the inputs.
 """
@@ -10,11 +12,9 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
-SOFTMAX_FUNCTIONS = {torch.softmax, F.softmax, torch.Tensor.softmax, torch.special.softmax}
-SDPA = F.scaled_dot_product_attention
+SOFTMAX_OPS = {torch.ops.aten._softmax.default, torch.ops.aten._safe_softmax.default, torch.ops.aten.softmax.int}
 
 
 @dataclass
@@ -31,24 +31,21 @@ class SdpaCall:
     kwargs: dict
 
 
-class AttentionRecorder(TorchFunctionMode):
-    """Records softmax and scaled_dot_product_attention calls (detached copies)."""
+class AttentionRecorder(TorchDispatchMode):
+    """Records softmax and scaled-dot-product-attention kernels (detached copies of their tensors)."""
 
     def __init__(self):
         super().__init__()
         self.softmaxes, self.sdpa_calls = [], []
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if func in SOFTMAX_FUNCTIONS:
+        if func in SOFTMAX_OPS:
             scores = args[0]
-            dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
-            dim = -1 if dim is None else dim % scores.dim()
-            self.softmaxes.append(SoftmaxCall(scores.detach().clone(), dim, out.detach().clone()))
-        elif func is SDPA:
-            self.sdpa_calls.append(SdpaCall(args[0].detach(), (args[1] if len(args) > 1 else kwargs["key"]).detach(),
-                                            {k: v for k, v in kwargs.items() if k not in ("query", "key", "value")}))
+            self.softmaxes.append(SoftmaxCall(scores.detach().clone(), args[1] % scores.dim(), out.detach().clone()))
+        elif "scaled_dot_product" in func.name():
+            self.sdpa_calls.append(SdpaCall(args[0].detach(), args[1].detach(), {"scale": kwargs.get("scale")}))
         return out
 
     def attention_softmaxes(self, lq, lk):
