@@ -1,0 +1,24 @@
+"""Running the conformance suite in a subprocess, as a user would, and reading its JSON report."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_suite(*args, cwd=ROOT, env=None, tmp_path=None, timeout=600):
+    """``python -m pytest conformance ARGS --report-json``; returns (exit code, output, report or None)."""
+    report = Path(tmp_path or cwd) / f"report-{os.getpid()}-{len(args)}-{abs(hash(args))}.json"
+    command = [sys.executable, "-m", "pytest", *(args if "--pyargs" in args else ("conformance", *args)),
+               "-q", "-p", "no:randomly", f"--report-json={report}"]
+    done = subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
+    data = json.loads(report.read_text()) if report.exists() else None
+    return done.returncode, done.stdout + done.stderr, data
+
+
+def verdicts(report, verdict):
+    """``{(component, check, cause)}`` of the checks with ``verdict``."""
+    return {(c["component"], c["check"], c["cause"]) for c in report["checks"] if c["verdict"] == verdict}
