@@ -35,10 +35,8 @@ subsequent_mask      (function)                                         ``f(size
 """
 import dataclasses
 import importlib
-import importlib.util
 import inspect
 import os
-import sys
 from dataclasses import dataclass
 
 ROLES = (
@@ -87,10 +85,12 @@ def call_with_canonical_arguments(builder, cfg):
 class Implementation:
     """An implementation under test: a name and its role builders."""
 
-    def __init__(self, spec, roles, origin=None):
+    def __init__(self, spec, roles, origin=None, notes=(), locate=None):
         self.spec = spec
         self.roles = dict(roles)
         self.origin = origin or spec
+        self.notes = list(notes)  # how the code was loaded and mapped, for the report
+        self.locate = locate  # (filename, line) -> "cell 3, line 5" for code that ran from cells
         unknown = set(self.roles) - set(ROLES)
         if unknown:
             raise ValueError(f"{spec}: unknown roles {sorted(unknown)}; known roles are {list(ROLES)}")
@@ -112,21 +112,6 @@ class Implementation:
         return call_with_canonical_arguments(self.function(role), cfg)
 
 
-def import_from_path(path):
-    """Import a ``.py`` file or a package directory as a fresh module."""
-    path = os.path.abspath(path)
-    if os.path.isdir(path):
-        name, location = os.path.basename(path.rstrip(os.sep)), os.path.join(path, "__init__.py")
-        spec = importlib.util.spec_from_file_location(name, location, submodule_search_locations=[path])
-    else:
-        name = "impl_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_").replace(".", "_")
-        spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def roles_of_module(module, spec):
     roles = getattr(module, "CONFORMANCE_ROLES", None)
     if roles is None:
@@ -143,5 +128,22 @@ def load_implementation(spec):
         from adapters import torch_nn
         return Implementation("torch", torch_nn.CONFORMANCE_ROLES, origin="torch.nn")
     if os.path.exists(spec):
-        return roles_of_module(import_from_path(spec), spec)
+        return load_from_path(spec)
     return roles_of_module(importlib.import_module(spec), spec)
+
+
+def load_from_path(path):
+    """Code from a file or a package directory, whatever its form (``adapters.loading``): its own
+    ``CONFORMANCE_ROLES`` if it defines them, else the roles that ``adapters.discovery`` finds."""
+    from adapters.discovery import discover, read_overrides
+    from adapters.loading import load_code
+    loaded = load_code(path)
+    notes = [f"loaded as {loaded.kind}: {len(loaded.cells)} code cell(s)"] + [p.message for p in loaded.problems]
+    if loaded.fatal or loaded.module is None:
+        return Implementation(path, {}, notes=notes + [loaded.fatal or "nothing could be run"])
+    roles = getattr(loaded.module, "CONFORMANCE_ROLES", None)
+    if isinstance(roles, dict):
+        return Implementation(path, roles, origin=path, notes=notes, locate=loaded.source_location)
+    directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    found = discover(vars(loaded.module), loaded.module.__name__, read_overrides(directory))
+    return Implementation(path, found.roles, origin=path, notes=notes + found.describe(), locate=loaded.source_location)

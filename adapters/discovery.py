@@ -1,0 +1,587 @@
+"""Discovery: which class or function of someone's code plays each role of ``conformance.interface``.
+
+Three kinds of evidence, in order:
+
+1. **names**: class and function names against families of synonyms (``MultiHeadAttentionBlock``,
+   ``MultiHeadedAttention``, ``MaskedMultiHeadSelfAttentionBlock``, ... for ``multi_head_attention``), fuzzily, so
+   that ``EndoderBlock`` is still an encoder layer;
+2. **signatures**: constructor arguments mapped onto the canonical hyperparameters by their names (``embed_dim``,
+   ``features``, ``hidden`` -> ``d_model``; ``n_head``, ``num_heads`` -> ``h``; ...), sub-blocks built from the roles
+   they stand for (``EncoderBlock(features, attn_block, ff_block, dropout)``), forward arguments by name and
+   position (``forward(decoder_input, encoder_output, self_attn_mask, dec_enc_attn_mask)``);
+3. **behaviour**: a candidate must construct and accept the canonical call on a small configuration; the first
+   one that does wins.
+
+The result is an :class:`conformance.interface.Implementation` whose ``mapping`` says what was found and how,
+and which an adapter file (``conformance.toml`` next to the code, see :func:`read_overrides`) can override.
+"""
+import dataclasses
+import difflib
+import inspect
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from conformance.harness import PAD
+from conformance.interface import FUNCTION_ROLES, Config, Implementation
+
+ROLE_NAMES = {
+    "embedding": ["embedding", "embeddings", "inputembedding", "inputembeddings", "tokenembedding", "wordembedding",
+                  "ioembeddingblock", "embeddingblock", "embeddinglayer"],
+    "positional_encoding": ["positionalencoding", "positionalencodingblock", "positionencoding", "sinusoidalencoding",
+                            "sinusoidalpositionalencoding", "posencoding", "positionalembedding"],
+    "attention": ["attention", "scaleddotproductattention", "scaleddotproduct", "dotproductattention",
+                  "scaledattention", "selfattentionfunction"],
+    "multi_head_attention": ["multiheadattention", "multiheadedattention", "multiheadattentionblock",
+                             "maskedmultiheadselfattentionblock", "multiheadselfattention", "mha",
+                             "multiheadattentionlayer", "attentionblock", "selfattention"],
+    "feed_forward": ["feedforward", "positionwisefeedforward", "feedforwardblock", "positionwiseffn", "ffn",
+                     "feedforwardnetwork", "mlp", "feedforwardlayer", "pointwisefeedforward"],
+    "layer_norm": ["layernorm", "layernormalization", "layernormalizationblock", "norm", "normalization"],
+    "sublayer_connection": ["sublayerconnection", "residualconnection", "skipconnectionblock", "skipconnection",
+                            "addnorm", "addandnorm", "residualblock", "residual"],
+    "encoder_layer": ["encoderlayer", "encoderblock", "transformerencoderlayer", "transformerencoderblock"],
+    "decoder_layer": ["decoderlayer", "decoderblock", "transformerdecoderlayer", "transformerdecoderblock"],
+    "encoder": ["encoder", "encoderstack", "encodersequenceblock", "transformerencoder", "encoders"],
+    "decoder": ["decoder", "decoderstack", "decodersequenceblock", "transformerdecoder", "decoders"],
+    "generator": ["generator", "projectionlayer", "linearsoftmaxblock", "outputlayer", "projection", "outputprojection",
+                  "classifier", "lmhead"],
+    "model": ["transformer", "encoderdecoder", "transformermodel", "seq2seq", "model", "buildtransformer",
+              "makemodel", "buildmodel", "createmodel", "transformerseq2seq"],
+    "padding_mask": ["paddingmask", "padmask", "getpadmask", "makesrcmask", "createpaddingmask", "makepadmask",
+                     "srcmask", "sourcemask", "makepaddingmask", "getpaddingmask"],
+    "subsequent_mask": ["subsequentmask", "getsubsequentmask", "causalmask", "lookaheadmask", "createlookaheadmask",
+                        "makecausalmask", "generatesquaresubsequentmask", "futuremask", "nopeakmask", "makestdmask",
+                        "triumask", "createcausalmask"],
+}
+
+ARGUMENT_NAMES = {
+    "d_model": ["d_model", "dmodel", "embed_dim", "input_dim", "features", "hidden", "hidden_size", "hidden_dim",
+                "dim", "d_embed", "emb_dim", "embedding_dim", "model_dim", "n_embd", "size", "embed_size",
+                "d_emb", "num_hiddens", "in_features", "embedding_size", "dim_model", "normalized_shape"],
+    "h": ["h", "heads", "head", "num_heads", "n_head", "n_heads", "nhead", "num_head", "nheads", "attention_heads",
+          "n_attention_heads", "head_num", "num_attention_heads"],
+    "d_ff": ["d_ff", "dff", "d_hid", "d_inner", "ff_dim", "dim_feedforward", "d_hidden", "ffn_dim", "hidden_ff",
+             "feedforward_dim", "ff_hidden", "d_ffn", "ffn_hidden", "inner_dim", "middle_dim", "ff_size", "ffn_num_hiddens",
+             "mlp_dim", "dim_ff", "ffn_hidden_dim", "d_inner_hid"],
+    "dropout": ["dropout", "drop", "dropout_rate", "drop_prob", "p_drop", "dropout_prob", "p", "dropout_p",
+                "drop_rate", "pdrop"],
+    "N": ["N", "n", "nx", "n_layers", "num_layers", "layers_count", "num_blocks", "n_blocks", "depth", "n_layer",
+          "num_encoder_layers", "num_decoder_layers", "nlayers", "layer_num", "number_of_layers"],
+    "vocab_size": ["vocab_size", "vocabulary_size", "vocab", "n_vocab", "ntoken", "num_embeddings", "vocab_len",
+                   "n_tokens", "num_tokens", "output_dim", "vocabsize"],
+    "src_vocab": ["src_vocab", "src_vocab_size", "input_vocab_size", "source_vocab", "source_vocab_size", "n_src_vocab",
+                  "src_vocab_len", "input_vocab", "enc_vocab_size", "encoder_vocab_size"],
+    "tgt_vocab": ["tgt_vocab", "tgt_vocab_size", "target_vocab_size", "trg_vocab", "trg_vocab_size", "target_vocab",
+                  "output_vocab_size", "n_trg_vocab", "n_tgt_vocab", "dec_vocab_size", "decoder_vocab_size", "output_vocab"],
+    "max_len": ["max_len", "seq_len", "max_seq_len", "n_position", "max_length", "maxlen", "src_seq_len", "tgt_seq_len",
+                "context_length", "block_size", "max_positions", "max_seq_length", "max_position_embeddings",
+                "seq_length", "n_positions", "max_sequence_length", "maximum_position_encoding", "length"],
+    "d_k": ["d_k", "dk", "head_dim", "d_head", "head_size", "dim_head", "d_q", "key_dim", "d_key"],
+    "d_v": ["d_v", "dv", "value_dim", "d_value"],
+    "pad_idx": ["pad_idx", "src_pad_idx", "trg_pad_idx", "tgt_pad_idx", "padding_idx", "pad_token_id", "pad_id"],
+}
+
+SUBMODULE_NAMES = {
+    "multi_head_attention": ["attn", "attention", "self_attn", "selfattn", "self_attention", "cross_attn", "src_attn",
+                             "crossattn", "cross_attention", "enc_dec_attn", "mha", "attention_block",
+                             "selfattn_block", "crossattn_block", "self_attention_block", "cross_attention_block",
+                             "attn_block", "masked_attn", "enc_attn"],
+    "feed_forward": ["feed_forward", "ff", "ffn", "feedforward", "feed_forward_block", "ff_block", "feedforward_block",
+                     "pos_ffn", "mlp", "positionwise_feed_forward", "ffn_block"],
+    "encoder_layer": ["layer", "encoder_layer", "block", "encoder_block"],
+    "decoder_layer": ["layer", "decoder_layer", "block", "decoder_block"],
+    "encoder": ["encoder", "encoder_seq_block", "enc", "encoder_stack"],
+    "decoder": ["decoder", "decoder_seq_block", "dec", "decoder_stack"],
+    "embedding": ["embed", "embedding", "src_embed", "tgt_embed", "input_embed_block", "output_embed_block",
+                  "src_embedding", "tgt_embedding", "input_embedding", "output_embedding", "trg_embed"],
+    "positional_encoding": ["pos", "src_pos", "tgt_pos", "positional_encoding", "pos_encoding", "input_pos_block",
+                            "output_pos_block", "position", "pe", "pos_enc"],
+    "generator": ["generator", "proj_layer", "projection_layer", "linear_softmax_block", "proj", "output_layer",
+                  "projection"],
+    "layer_norm": ["norm", "layer_norm", "layernorm", "ln"],
+}
+
+CALL_NAMES = {
+    "query": ["query", "q", "queries", "x", "input", "inputs", "hidden_state", "src", "tgt", "trg"],
+    "key": ["key", "k", "keys"],
+    "value": ["value", "v", "values"],
+    "x": ["x", "input", "inputs", "src", "tgt", "trg", "hidden_state", "hidden_states", "encoder_input",
+          "decoder_input", "dec_input", "enc_input", "seq", "embeddings", "tokens", "h"],
+    "memory": ["memory", "enc_output", "encoder_output", "enc_out", "m", "context", "last_encoder_block_output",
+               "encoder_outputs", "enc_outputs", "mem", "e_outputs", "encoded"],
+    "src_mask": ["src_mask", "source_mask", "memory_mask", "enc_mask", "padding_mask", "src_padding_mask",
+                 "memory_key_padding_mask", "dec_enc_attn_mask", "enc_dec_mask", "cross_mask", "src_key_padding_mask",
+                 "mask", "attn_mask", "attention_mask", "e_mask", "pad_mask", "input_mask"],
+    "tgt_mask": ["tgt_mask", "trg_mask", "target_mask", "look_ahead_mask", "causal_mask", "self_mask", "dec_mask",
+                 "tgt_attn_mask", "self_attn_mask", "d_mask", "subsequent_mask", "future_mask", "dec_self_attn_mask"],
+    "sublayer": ["sublayer", "prev_layer", "layer", "fn", "func", "module", "sub_layer", "f"],
+    "src": ["src", "source", "src_seq", "x", "src_tokens", "input_ids", "enc_input", "inputs"],
+    "tgt": ["tgt", "target", "trg", "trg_seq", "tgt_seq", "y", "tgt_tokens", "dec_input", "decoder_input", "outputs"],
+    "tokens": ["seq", "tokens", "x", "src", "input", "inputs", "input_ids", "sequence"],
+    "pad_idx": ["pad_idx", "pad", "pad_token", "pad_id", "padding_idx", "pad_token_id", "src_pad_idx"],
+    "size": ["size", "sz", "seq_len", "length", "n", "seq", "tgt", "trg", "x", "tokens", "dim", "max_len"],
+}
+
+CANONICAL_CALLS = {
+    "embedding": ["tokens"], "positional_encoding": ["x"], "feed_forward": ["x"], "layer_norm": ["x"],
+    "generator": ["x"], "sublayer_connection": ["x", "sublayer"],
+    "multi_head_attention": ["query", "key", "value", "src_mask"],
+    "attention": ["query", "key", "value", "src_mask"],
+    "encoder_layer": ["x", "src_mask"], "encoder": ["x", "src_mask"],
+    "decoder_layer": ["x", "memory", "src_mask", "tgt_mask"], "decoder": ["x", "memory", "src_mask", "tgt_mask"],
+    "model": ["src", "tgt", "src_mask", "tgt_mask"],
+    "padding_mask": ["tokens", "pad_idx"], "subsequent_mask": ["size"],
+}
+PROBE = Config(d_model=12, h=3, d_ff=24, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=13, max_len=16)
+
+
+def normalize(name):
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def name_score(name, synonyms):
+    """How well ``name`` matches a family of synonyms: 1 exact, else difflib's ratio (0.8 or more counts)."""
+    n = normalize(name)
+    best = max(difflib.SequenceMatcher(None, n, normalize(s)).ratio() for s in synonyms)
+    return best if best >= 0.8 else 0.0
+
+
+def argument_role(name):
+    """The canonical hyperparameter a constructor argument name stands for, or None."""
+    n = normalize(name)
+    for canonical, names in ARGUMENT_NAMES.items():
+        if n in {normalize(s) for s in names}:
+            return canonical
+    return None
+
+
+def submodule_role(parameter, bindings, role):
+    """The role of a constructor argument that receives an already-built block: by annotation, then by name
+    (a generic ``layer`` or ``block`` of a stack is that stack's layer)."""
+    annotation = parameter.annotation
+    if isinstance(annotation, str):
+        annotation_name = annotation
+    else:
+        annotation_name = getattr(annotation, "__name__", "")
+    for bound_role, binding in bindings.items():
+        if annotation_name and binding.name == annotation_name:
+            return bound_role
+    if annotation_name in ("ModuleList", "list", "List"):
+        return "layers"
+    n = normalize(parameter.name)
+    if n in ("layer", "block") and stack_layer_role(role):
+        return stack_layer_role(role)
+    if n in ("layers", "encoderblocks", "decoderblocks", "blocks", "encoderlayers", "decoderlayers", "layerlist"):
+        return "layers"
+    for sub_role, names in SUBMODULE_NAMES.items():
+        if n in {normalize(s) for s in names}:
+            return sub_role
+    return None
+
+
+@dataclass
+class Binding:
+    """How one role is played: the class or function, how its constructor is fed, how it is called."""
+    role: str
+    name: str
+    target: object
+    constructor: dict = field(default_factory=dict)   # argument -> what feeds it
+    call: list = field(default_factory=list)           # forward argument -> canonical input
+    notes: list = field(default_factory=list)
+
+    def describe(self):
+        parts = [f"{self.role}: {self.name}"]
+        if self.constructor:
+            parts.append("(" + ", ".join(f"{k}={v}" for k, v in self.constructor.items()) + ")")
+        if self.call:
+            parts.append("called as (" + ", ".join(f"{k}<-{v}" for k, v in self.call) + ")")
+        return " ".join(parts + self.notes)
+
+
+def canonical_value(canonical, cfg, role):
+    values = dataclasses.asdict(cfg)
+    if canonical in ("d_k", "d_v"):
+        return cfg.d_model // cfg.h
+    if canonical == "pad_idx":
+        return PAD
+    if canonical == "vocab_size" and role == "model":
+        return cfg.src_vocab
+    return values[canonical]
+
+
+def constructor_plan(target, role, bindings):
+    """Map each constructor argument of ``target`` to a canonical value, a built sub-role, or its default.
+
+    Returns ``{argument: source}``; raises LookupError naming an argument nothing can feed.
+    """
+    try:
+        parameters = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    plan = {}
+    for p in parameters:
+        if p.kind is p.VAR_POSITIONAL:
+            continue
+        if p.kind is p.VAR_KEYWORD:
+            inner = bindings.get({"encoder": "encoder_layer", "decoder": "decoder_layer"}.get(role, ""), None)
+            plan["**"] = f"kwargs of {inner.name}" if inner else "nothing"
+            continue
+        canonical = argument_role(p.name)
+        sub = submodule_role(p, bindings, role) if canonical is None else None
+        if canonical == "N" and role not in ("encoder", "decoder", "model"):
+            canonical = None
+        if canonical == "vocab_size" and role == "model":
+            canonical = "src_vocab"
+        if canonical:
+            plan[p.name] = canonical
+        elif sub == "layers":
+            plan[p.name] = "layers"
+        elif sub and sub in bindings and sub != role:
+            plan[p.name] = f"role:{sub}"
+        elif p.default is not p.empty:
+            continue
+        else:
+            raise LookupError(f"cannot tell what constructor argument {p.name!r} of {getattr(target, '__name__', target)} is")
+    return plan
+
+
+def stack_layer_role(role):
+    return {"encoder": "encoder_layer", "decoder": "decoder_layer"}.get(role)
+
+
+def build_from_plan(binding, cfg, bindings, depth=0):
+    """Instantiate ``binding.target`` with canonical arguments and freshly built sub-blocks."""
+    if depth > 4:
+        raise RecursionError("sub-blocks nest too deeply")
+    kwargs = {}
+    for argument, source in binding.constructor.items():
+        if argument == "**":
+            inner = bindings.get(stack_layer_role(binding.role))
+            if inner is not None:
+                for name, inner_source in inner.constructor.items():
+                    if not inner_source.startswith("role:") and inner_source != "layers" and name != "**":
+                        kwargs[name] = canonical_value(inner_source, cfg, inner.role)
+        elif source.startswith("role:"):
+            kwargs[argument] = build_from_plan(bindings[source[5:]], cfg, bindings, depth + 1)
+        elif source == "layers":
+            layer = bindings[stack_layer_role(binding.role) or "encoder_layer"]
+            kwargs[argument] = nn.ModuleList(build_from_plan(layer, cfg, bindings, depth + 1) for _ in range(cfg.N))
+        else:
+            kwargs[argument] = canonical_value(source, cfg, binding.role)
+    return binding.target(**kwargs)
+
+
+def forward_parameters(target):
+    """The parameter names of the forward (or of the function) after ``self``."""
+    function = target.forward if isinstance(target, nn.Module) else target
+    try:
+        return [p for p in inspect.signature(function).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+
+
+def call_plan(parameters, wanted):
+    """Which canonical input (of ``wanted``) feeds each forward parameter: by name first, then by position;
+    parameters with defaults that match nothing keep their defaults."""
+    plan = [None] * len(parameters)
+    for i, p in enumerate(parameters):
+        n = normalize(p.name)
+        for canonical in wanted:
+            if n in {normalize(s) for s in CALL_NAMES[canonical]} and canonical not in plan:
+                if canonical in ("src_mask",) and "tgt_mask" in wanted and n in ("mask", "attnmask", "attentionmask"):
+                    continue
+                plan[i] = canonical
+                break
+    for i, p in enumerate(parameters):
+        if plan[i] is None:
+            remaining = [c for c in wanted if c not in plan]
+            if normalize(p.name) in ("dk", "dkey", "headdim"):
+                plan[i] = "d_k"
+            elif remaining and p.default is p.empty:
+                plan[i] = remaining[0]
+    return plan
+
+
+# -- masks ---------------------------------------------------------------------------------------
+MASK_CONVENTIONS = {
+    "keep": "boolean, True = may attend",
+    "blocked": "boolean, True = blocked (torch's convention)",
+    "additive": "additive float, 0 = may attend, -inf = blocked",
+}
+
+
+def to_convention(mask, convention):
+    """Convert a canonical mask (bool, True = may attend) into the implementation's convention."""
+    if mask is None or not isinstance(mask, torch.Tensor):
+        return mask
+    if convention == "blocked":
+        return ~mask
+    if convention == "additive":
+        return torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, float("-inf"))
+    return mask
+
+
+def convention_of_mask(mask):
+    """The convention a subsequent-position mask helper uses, from its output for size 3; None if unclear."""
+    if not isinstance(mask, torch.Tensor) or mask.numel() < 9:
+        return None
+    m = mask.reshape(-1, 3, 3)[0]
+    if m.is_floating_point() and torch.isinf(m).any():
+        return "additive"
+    m = m != 0
+    lower = torch.tril(torch.ones(3, 3, dtype=torch.bool))
+    if torch.equal(m, lower):
+        return "keep"
+    if torch.equal(m, ~lower):
+        return "blocked"
+    return None
+
+
+def first_tensor(result):
+    """Blocks that return tuples (output, weights) or lists: the first tensor is the output."""
+    while isinstance(result, (tuple, list)) and result:
+        result = result[0]
+    return result
+
+
+class Adapted(nn.Module):
+    """A candidate module under the canonical call of its role (inputs by name, masks converted)."""
+
+    def __init__(self, inner, role, convention):
+        super().__init__()
+        self.inner, self.role, self.convention = inner, role, convention
+        self.arguments = plan_arguments(inner, CANONICAL_CALLS[role])
+
+    def forward(self, *args):
+        return first_tensor(self.inner(**adapt_arguments(self.arguments, CANONICAL_CALLS[self.role], args,
+                                                         self.convention)))
+
+
+def adapt_arguments(arguments, canonical, args, convention):
+    """Keyword arguments for the candidate from the canonical positional ``args``."""
+    named = dict(zip(canonical, args))
+    if "query" in named:
+        named["d_k"] = named["query"].size(-1)
+    return {name: to_convention(named[c], convention) if c.endswith("mask") else named[c]
+            for name, c in arguments if c in named}
+
+
+class AdaptedModel(nn.Module):
+    """A model called through its ``encode`` and ``decode`` methods (decoder output, before the generator)."""
+
+    def __init__(self, inner, convention):
+        super().__init__()
+        self.inner, self.convention = inner, convention
+        self.encode_arguments = plan_arguments(inner.encode, ["src", "src_mask"])
+        self.decode_arguments = plan_arguments(inner.decode, ["memory", "src_mask", "tgt", "tgt_mask"])
+
+    def forward(self, src, tgt, src_mask, tgt_mask):
+        named = {"src": src, "tgt": tgt, "src_mask": to_convention(src_mask, self.convention),
+                 "tgt_mask": to_convention(tgt_mask, self.convention)}
+        named["memory"] = first_tensor(self.inner.encode(**{n: named[c] for n, c in self.encode_arguments}))
+        return first_tensor(self.inner.decode(**{n: named[c] for n, c in self.decode_arguments}))
+
+
+def plan_arguments(function, wanted):
+    """(parameter name, canonical input) pairs for a forward or method, by name and then by position."""
+    parameters = forward_parameters(function)
+    return [(p.name, c) for p, c in zip(parameters, call_plan(parameters, wanted)) if c]
+
+
+def from_convention(mask, convention):
+    """An implementation's mask (any convention) as a canonical boolean mask, True = may attend."""
+    if not isinstance(mask, torch.Tensor):
+        return mask
+    if convention == "additive":
+        return mask == 0
+    return (mask == 0) if convention == "blocked" else (mask != 0)
+
+
+TENSOR_SIZE_NAMES = {"seq", "tgt", "trg", "x", "tokens", "sequence", "target"}
+
+
+def function_role(binding, convention):
+    """The canonical callable for a function role (attention, the mask helpers)."""
+    target, role = binding.target, binding.role
+    if inspect.isclass(target):  # an attention module such as ScaledDotProductAttention(d_k, dropout)
+        def attention(query, key, value, mask=None):
+            cfg = dataclasses.replace(PROBE, d_model=query.size(-1) * PROBE.h)
+            module = build_from_plan(binding, cfg, {}).to(query.device, query.dtype).eval()
+            arguments = plan_arguments(module, CANONICAL_CALLS["attention"])
+            return module(**adapt_arguments(arguments, CANONICAL_CALLS["attention"], (query, key, value, mask),
+                                            convention))
+        return attention
+    arguments = plan_arguments(target, CANONICAL_CALLS[role])
+    if role == "subsequent_mask":
+        def subsequent_mask(size):
+            (name, _), = arguments or [("size", "size")]
+            value = torch.ones(1, size, dtype=torch.long) if normalize(name) in TENSOR_SIZE_NAMES else size
+            return from_convention(target(**{name: value}), convention)
+        return subsequent_mask
+    if role == "padding_mask":
+        def padding_mask(tokens, pad_idx):
+            return from_convention(target(**adapt_arguments(arguments, CANONICAL_CALLS[role], (tokens, pad_idx),
+                                                            None)), convention)
+        return padding_mask
+
+    def attention(query, key, value, mask=None):
+        return target(**adapt_arguments(arguments, CANONICAL_CALLS[role], (query, key, value, mask), convention))
+    return attention
+
+
+def module_builder(binding, bindings, convention):
+    """The canonical builder of a module role: construct from the plan, wrap under the canonical call."""
+    def build(**cfg_values):
+        cfg = Config(**cfg_values)
+        inner = build_from_plan(binding, cfg, bindings)
+        if binding.role == "model" and hasattr(inner, "encode") and hasattr(inner, "decode"):
+            return AdaptedModel(inner, convention)
+        return Adapted(inner, binding.role, convention)
+    build.__name__ = f"build_{binding.role}"
+    return build
+
+
+def candidates(namespace, module_name):
+    """Classes (nn.Module subclasses) and functions defined by the code itself, and static methods of its classes."""
+    found = {}
+    for name, obj in list(namespace.items()):
+        if name.startswith("_") or getattr(obj, "__module__", None) != module_name:
+            continue
+        if inspect.isclass(obj) and issubclass(obj, nn.Module):
+            found[name] = obj
+            for attribute, value in vars(obj).items():
+                if isinstance(value, staticmethod):
+                    found[f"{name}.{attribute}"] = value.__func__
+        elif inspect.isfunction(obj):
+            found[name] = obj
+    return found
+
+
+FALLBACK_SCORE = 0.9
+"""A candidate that does not work under the canonical call is still bound (so its crash is reported and
+diagnosed) when its name is this close to the role's."""
+
+ROLE_ORDER = ("layer_norm", "feed_forward", "attention", "multi_head_attention", "embedding", "positional_encoding",
+              "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "generator",
+              "padding_mask", "subsequent_mask", "model")
+
+
+def accepts(role, obj):
+    if role in ("padding_mask", "subsequent_mask"):
+        return inspect.isfunction(obj)
+    if role == "attention":
+        return True
+    if role == "model":
+        return True
+    return inspect.isclass(obj)
+
+
+def ranked(role, found, taken):
+    """Candidates for ``role``, best name first; an object already bound to another role is not a candidate."""
+    scored = []
+    for name, obj in found.items():
+        if name in taken or not accepts(role, obj):
+            continue
+        score = name_score(name.rsplit(".", 1)[-1], ROLE_NAMES[role])
+        if score:
+            scored.append((score, name, obj))
+    return [(score, name, obj) for score, name, obj in sorted(scored, key=lambda t: -t[0])]
+
+
+def behaves(implementation, role):
+    """Build the role on a small configuration and make the canonical call; None if it works, else the error."""
+    from conformance.harness import Case, run
+    case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=3, dtype=torch.float32, seed=0)
+    try:
+        out, _ = run(case, role)
+    except Exception as exc:  # the candidate's own code: any exception means "does not fit"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+@dataclass
+class Discovery:
+    """What discovery found: role builders, the bindings behind them, and notes for the report."""
+    roles: dict
+    bindings: dict
+    convention: str
+    notes: list
+
+    def describe(self):
+        lines = [b.describe() for b in self.bindings.values()]
+        return lines + [f"masks: {MASK_CONVENTIONS[self.convention]}"] + self.notes
+
+
+def discover(namespace, module_name, overrides=None):
+    """Bind every role found in ``namespace`` (a submission's module dict); see the module docstring."""
+    found = candidates(namespace, module_name)
+    overrides = overrides or {}
+    bindings, roles, notes, taken = {}, {}, [], set()
+    convention = overrides.get("masks", {}).get("convention", "keep")
+    for role in ROLE_ORDER:
+        forced = overrides.get("roles", {}).get(role)
+        options = [(1.0, forced, namespace[forced])] if forced in namespace else ranked(role, found, taken)
+        first_failure = None
+        for score, name, obj in options:
+            binding = Binding(role, name, obj)
+            try:
+                if inspect.isclass(obj):
+                    binding.constructor = constructor_plan(obj, role, bindings)
+                roles[role] = (function_role(binding, convention) if role in FUNCTION_ROLES
+                               else module_builder(binding, bindings, convention))
+            except (LookupError, ValueError, TypeError) as exc:
+                if score >= FALLBACK_SCORE:
+                    first_failure = first_failure or (binding, str(exc))
+                roles.pop(role, None)
+                continue
+            problem = behaves(Implementation(module_name, roles), role)
+            if problem is None:
+                bindings[role] = binding
+                taken.add(name)
+                first_failure = None
+                break
+            if score >= FALLBACK_SCORE:
+                first_failure = first_failure or (binding, problem)
+            roles.pop(role)
+        if first_failure and role not in bindings:
+            binding, problem = first_failure
+            notes.append(f"{role}: {binding.name} does not work under the canonical call ({problem})")
+            try:
+                if inspect.isclass(binding.target):
+                    binding.constructor = constructor_plan(binding.target, role, bindings)
+                roles[role] = (function_role(binding, convention) if role in FUNCTION_ROLES
+                               else module_builder(binding, bindings, convention))
+                bindings[role] = binding
+                taken.add(binding.name)
+            except (LookupError, ValueError, TypeError):
+                pass
+        if role == "subsequent_mask" and role in bindings and "convention" not in overrides.get("masks", {}):
+            inferred = infer_convention(bindings[role].target)
+            if inferred and inferred != convention:
+                return discover(namespace, module_name, {**overrides, "masks": {"convention": inferred}})
+    return Discovery(roles, bindings, convention, notes)
+
+
+def infer_convention(helper):
+    """The mask convention of the code's own subsequent-mask helper (its output for size 3)."""
+    for argument in (3, torch.ones(1, 3, dtype=torch.long)):
+        try:
+            return convention_of_mask(helper(argument))
+        except Exception:  # the helper's own code; a failure is reported by its checks
+            continue
+    return None
+
+
+def read_overrides(directory):
+    """``conformance.toml`` next to the code: ``[roles] model = "make_model"``, ``[masks] convention = "blocked"``."""
+    path = Path(directory) / "conformance.toml"
+    if not path.is_file():
+        return {}
+    with open(path, "rb") as f:
+        return tomllib.load(f)
