@@ -155,12 +155,26 @@ def require_role(impl, role):
 
 def assert_close(actual, expected, case, cause, requirement, what="outputs"):
     """Fail with the largest difference when ``actual`` is not close to ``expected``."""
-    atol, rtol = tolerance(case.dtype)
+    observed = difference(actual, expected, case, what=what)
+    if observed is not None:
+        raise Failure(cause, requirement, observed)
+
+
+def difference(actual, expected, case, atol=None, rtol=None, what="outputs"):
+    """None when ``actual`` is close to ``expected`` (the case's tolerance unless ``atol`` / ``rtol`` are given),
+    else the words :func:`assert_close` would use for the largest difference."""
+    default_atol, default_rtol = tolerance(case.dtype)
+    atol = default_atol if atol is None else atol
+    rtol = default_rtol if rtol is None else rtol
     actual, expected = actual.detach().to(torch.float64).cpu(), expected.detach().to(torch.float64).cpu()
     if actual.shape != expected.shape:
-        raise Failure(cause, requirement, f"{what} of shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
-    if not torch.allclose(actual, expected, atol=atol, rtol=rtol):
-        diff = (actual - expected).abs()
-        where = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
-        raise Failure(cause, requirement, f"{what} differ by up to {diff.max().item():.3g} at index {where} "
-                      f"({actual[where].item():.6g} vs {expected[where].item():.6g}; tolerance {atol:g})")
+        return f"{what} of shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    if torch.allclose(actual, expected, atol=atol, rtol=rtol):
+        return None
+    diff = (actual - expected).abs()
+    if not diff.numel():
+        return None
+    diff = torch.nan_to_num(diff, nan=float("inf"))
+    where = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
+    return (f"{what} differ by up to {diff.max().item():.3g} at index {where} ({actual[where].item():.6g} vs "
+            f"{expected[where].item():.6g}; tolerance {atol:g})")

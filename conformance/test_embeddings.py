@@ -1,0 +1,94 @@
+"""Embeddings and softmax (§3.4): learned embeddings multiplied by sqrt(d_model); the generator's linear map and
+softmax turn decoder outputs into next-token (log-)probabilities over the vocabulary."""
+import math
+
+import pytest
+import torch
+from hypothesis import given
+
+from conformance import strategies
+from conformance.harness import Case, difference, run
+from conformance.probes import constant_ratio
+from conformance.verdicts import Deviation, Failure, Missing
+
+SCALES = {
+    "not_scaled": (lambda d: 1.0, "not multiplied by sqrt(d_model)"),
+    "divided_by_sqrt_d_model": (lambda d: 1 / math.sqrt(d), "divided by sqrt(d_model) instead of multiplied"),
+    "scaled_by_d_model": (lambda d: float(d), "multiplied by d_model instead of sqrt(d_model)"),
+}
+
+
+@pytest.mark.parametrize("component", ["embedding"])
+@given(drawn=strategies.settings())
+def test_embedding_scaled_by_sqrt_d_model(impl, device, component, drawn):
+    """§3.4: "In the embedding layers, we multiply those weights by sqrt(d_model)": the output for token t is row t
+    of the (vocab, d_model) embedding matrix times sqrt(d_model)."""
+    case = Case(impl, device=device, **drawn)
+    module = case.build(component)
+    cfg = case.cfg
+    tables = [(n, p) for n, p in module.named_parameters() if tuple(p.shape) == (cfg.vocab_size, cfg.d_model)]
+    transposed = [n for n, p in module.named_parameters() if tuple(p.shape) == (cfg.d_model, cfg.vocab_size)]
+    if not tables and len(transposed) == 1 and cfg.d_model != cfg.vocab_size:
+        raise Failure(f"{component}.table_transposed", f"a (vocab={cfg.vocab_size}, d_model={cfg.d_model}) embedding "
+                      "matrix (§3.4)", f"{transposed[0]!r} of shape ({cfg.d_model}, {cfg.vocab_size}): "
+                      "nn.Embedding(d_model, vocab_size)")
+    if len(tables) != 1:
+        raise Missing(f"{component}.table_unrecognised", f"one ({cfg.vocab_size}, {cfg.d_model}) embedding matrix "
+                      "(§3.4)", f"parameters {[(n, tuple(p.shape)) for n, p in module.named_parameters()][:6]}")
+    name, weight = tables[0]
+    out, (tokens,) = run(case, component)
+    rows = weight.detach()[tokens].to(torch.float64).cpu()
+    out = out.to(torch.float64).cpu()
+    expected = math.sqrt(cfg.d_model)
+    if difference(out, rows * expected, case) is None:
+        return
+    requirement = f"output = {name}[tokens] * sqrt(d_model) = rows * {expected:.6g} (§3.4; d_model={cfg.d_model})"
+    scale = constant_ratio(out, rows, torch.ones_like(rows, dtype=torch.bool))
+    if scale is None:
+        raise Failure(f"{component}.not_a_scaled_lookup", requirement,
+                      "outputs that are no constant multiple of the rows of " + repr(name) + ": "
+                      + difference(out, rows * expected, case))
+    for cause, (value, words) in SCALES.items():
+        if math.isclose(scale, value(cfg.d_model), rel_tol=1e-3):
+            raise Failure(f"{component}.{cause}", requirement, f"rows multiplied by {scale:.6g}: {words}")
+    raise Failure(f"{component}.scale_wrong", requirement, f"rows multiplied by {scale:.6g}")
+
+
+@pytest.mark.parametrize("component", ["generator"])
+@given(drawn=strategies.settings())
+def test_generator_outputs_log_probabilities(impl, device, component, drawn):
+    """§3.4: "the usual learned linear transformation and softmax function to convert the decoder output to
+    predicted next-token probabilities": log-softmax over the vocabulary (the last axis), exp summing to 1."""
+    case = Case(impl, device=device, **drawn)
+    if case.tgt_len < 2:
+        case = case.replace(tgt_len=2 if case.src_len != 2 else 3)
+    module = case.build(component)
+    out, (x,) = run(case, component)
+    out = out.to(torch.float64).cpu()
+    v = case.cfg.vocab_size
+    requirement = f"log-probabilities over the vocabulary: exp(output) summing to 1 over the last axis (V={v}) (§3.4)"
+    if out.dim() != 3 or out.size(-1) != v:
+        raise Failure(f"{component}.shape", requirement, f"output of shape {tuple(out.shape)}")
+    sums = out.exp().sum(-1)
+    if (out <= 1e-9).all() and difference(sums, torch.ones_like(sums), case) is None:
+        return
+
+    def normalized(values, axis):
+        s = values.sum(axis)
+        return (values >= 0).all() and difference(s, torch.ones_like(s), case) is None
+
+    for axis in range(out.dim() - 1):
+        if normalized(out.exp(), axis) or normalized(out, axis):
+            raise Failure(f"{component}.softmax_wrong_axis", requirement,
+                          f"outputs normalized over axis {axis} of {tuple(out.shape)}, not over the vocabulary")
+    if normalized(out, -1):
+        raise Deviation(f"{component}.softmax_output", requirement,
+                        "probabilities (softmax), not log-probabilities: the log is left to the loss")
+    twice, _ = run(case, component, module=module, inputs=(2 * x,))
+    zero, _ = run(case, component, module=module, inputs=(torch.zeros_like(x),))
+    if difference(twice.to(torch.float64).cpu() - zero.to(torch.float64).cpu(),
+                  2 * (out - zero.to(torch.float64).cpu()), case, atol=10 * case.atol) is None:
+        raise Deviation(f"{component}.logits_output", requirement,
+                        "unnormalized logits (an affine map of the input): the log-softmax is left to the loss")
+    raise Failure(f"{component}.not_log_probabilities", requirement,
+                  f"exp(output) sums over the vocabulary between {sums.min().item():.4g} and {sums.max().item():.4g}")

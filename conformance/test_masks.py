@@ -1,0 +1,335 @@
+"""Masks (§3.1, §3.2.3): padding keys and future positions take no part in the outputs.
+
+Convention (``conformance.interface``): a mask is boolean, ``True`` = may attend. The checks change the inputs
+at the positions a mask hides and require the outputs that may not see them to stay the same; when they change,
+the known mistakes are told apart: a mask that is ignored, inverted, applied after the softmax, filled with 0.
+"""
+import pytest
+import torch
+from hypothesis import given
+
+from conformance import strategies
+from conformance.harness import PAD, Case, canonical_inputs, difference, output_tensor
+from conformance.probes import AttentionRecorder
+from conformance.verdicts import Failure, Missing
+
+PADDED_ROLES = ("attention", "multi_head_attention", "encoder_layer", "encoder", "decoder_layer", "decoder", "model")
+CAUSAL_ROLES = ("attention", "multi_head_attention", "decoder_layer", "decoder", "model")
+MASKED_WEIGHT = 1e-6
+
+# where each role's padding mask is, which inputs hold the padded positions (index, position axis), whether the
+# compared outputs are the rows of the unpadded positions (self-attention over the padded input)
+PADDING = {
+    "attention": dict(mask=3, altered=((1, 2), (2, 2)), own_rows=False),
+    "multi_head_attention": dict(mask=3, altered=((1, 1), (2, 1)), own_rows=False),
+    "encoder_layer": dict(mask=1, altered=((0, 1),), own_rows=True),
+    "encoder": dict(mask=1, altered=((0, 1),), own_rows=True),
+    "decoder_layer": dict(mask=2, altered=((1, 1),), own_rows=False),
+    "decoder": dict(mask=2, altered=((1, 1),), own_rows=False),
+    "model": dict(mask=2, altered=((0, 1),), own_rows=False),
+}
+WHAT_CHANGES = {"attention": "keys and values", "multi_head_attention": "keys and values",
+                "encoder_layer": "input positions", "encoder": "input positions",
+                "decoder_layer": "memory positions", "decoder": "memory positions", "model": "source tokens"}
+
+
+def call(module, inputs, component):
+    with torch.no_grad():
+        return output_tensor(module(*inputs), component)
+
+
+def with_padding(case):
+    """At least two source positions (so one can be padded), the source and target lengths still different."""
+    if case.src_len >= 2:
+        return case
+    return case.replace(src_len=2 if case.tgt_len != 2 else 3)
+
+
+def changed(case, x, where, axis, vocab=None):
+    """``x`` with new values at the positions ``where`` (batch, length) along ``axis``; other entries kept."""
+    shape = [1] * x.dim()
+    shape[0], shape[axis] = where.size(0), where.size(1)
+    select = where.reshape(shape).expand_as(x)
+    if vocab is not None:  # tokens: a different token in [1, vocab)
+        shift = torch.randint(1, vocab - 1, x.shape, generator=case.generator).to(x.device)
+        new = 1 + (x - 1 + shift) % (vocab - 1)
+    else:
+        new = case.randn(*x.shape) * 3
+    return torch.where(select, new, x)
+
+
+def key_mask(component, inputs):
+    """(batch, Ls) bool: True where the padding mask lets the queries attend."""
+    mask = inputs[PADDING[component]["mask"]]
+    return mask.reshape(mask.size(0), mask.size(-1))
+
+
+def change_positions(case, component, inputs, where):
+    """The inputs with the padded-position tensors changed at ``where`` (the same new tensor for key and value
+    when they are one tensor)."""
+    inputs, done = list(inputs), {}
+    vocab = case.cfg.src_vocab if component == "model" else None
+    for index, axis in PADDING[component]["altered"]:
+        original = inputs[index]
+        if id(original) not in done:
+            done[id(original)] = changed(case, original, where, axis, vocab)
+        inputs[index] = done[id(original)]
+    return tuple(inputs)
+
+
+def change_values(case, component, inputs, where):
+    """Attention and multi-head attention: the inputs with only the values (not the keys) changed at ``where``."""
+    index, axis = PADDING[component]["altered"][-1]
+    inputs = list(inputs)
+    inputs[index] = changed(case, inputs[index], where, axis)
+    return tuple(inputs)
+
+
+def masked_after_softmax(case, component, module, inputs, out):
+    """True when the outputs ignore the values at the masked keys (the weights there are 0 in the end) although
+    they depend on the masked keys: the mask zeroes the weights after a softmax taken over all keys."""
+    if component not in ("attention", "multi_head_attention"):
+        return False
+    padded = ~key_mask(component, inputs)
+    return difference(call(module, change_values(case, component, inputs, padded), component), out, case) is None
+
+
+def all_true(inputs, index):
+    inputs = list(inputs)
+    inputs[index] = torch.ones_like(inputs[index])
+    return tuple(inputs)
+
+
+@pytest.mark.parametrize("component", PADDED_ROLES)
+@given(drawn=strategies.settings())
+def test_masked_keys_do_not_change_outputs(impl, device, component, drawn):
+    """§3.2.3 (and the padding of batched sequences): a key the padding mask hides gets no weight, so changing it
+    (for the encoders the padded input positions, for the decoders the padded memory positions, for the model the
+    padded source tokens) leaves every output that attends to it unchanged."""
+    case = with_padding(Case(impl, device=device, **drawn))
+    module = case.build(component)
+    inputs = canonical_inputs(case, component)
+    keep = key_mask(component, inputs)
+    padded = ~keep
+    own_rows = PADDING[component]["own_rows"]
+    out = call(module, inputs, component)
+    hidden_changed = call(module, change_positions(case, component, inputs, padded), component)
+    rows = (lambda y: y[keep]) if own_rows else (lambda y: y)
+    leak = difference(rows(hidden_changed), rows(out), case)
+    if leak is None:
+        return
+    what = WHAT_CHANGES[component]
+    requirement = (f"outputs{' at the unpadded positions' if own_rows else ''} unchanged when the padded {what} "
+                   f"change (§3.2.3: masked keys get weight 0; mask True = may attend)")
+    observed = f"after changing the {int(padded.sum())} padded {what}, {leak}"
+    # inverted: the outputs that should see the real positions see only the padded ones
+    samples = padded.any(-1)
+    real_changed = call(module, change_positions(case, component, inputs, keep), component)
+    inverted_rows = (lambda y: y[padded]) if own_rows else (lambda y: y[samples])
+    if difference(inverted_rows(real_changed), inverted_rows(out), case) is None:
+        raise Failure(f"{component}.mask_inverted", requirement,
+                      f"{observed}, while changing the real (unpadded) {what} leaves the outputs that attend to "
+                      "padding unchanged: the mask is read as True = blocked")
+    if masked_after_softmax(case, component, module, inputs, out):
+        raise Failure(f"{component}.mask_applied_after_softmax", requirement,
+                      f"{observed}, but not after changing only their values: the weights are zeroed after a "
+                      "softmax over all keys, whose normalization still includes the masked keys")
+    ignored = call(module, all_true(inputs, PADDING[component]["mask"]), component)
+    if difference(rows(ignored), rows(out), case) is None:
+        raise Failure(f"{component}.mask_ignored", requirement,
+                      f"{observed}; the outputs equal those computed with an all-True mask: the mask is not used")
+    raise Failure(f"{component}.masked_keys_visible", requirement, observed)
+
+
+def causal_inputs(case, component):
+    """Self-attention inputs with a subsequent mask (attention, multi-head attention), else canonical inputs;
+    and the index of the target input and of the target mask."""
+    c, b, lt = case.cfg, case.batch, case.tgt_len
+    if component == "attention":
+        x = case.randn(b, c.h, lt, c.d_k)
+        return (x, x, x, case.subsequent_mask(lt).unsqueeze(1)), (0, 1, 2), 3
+    if component == "multi_head_attention":
+        x = case.randn(b, lt, c.d_model)
+        return (x, x, x, case.subsequent_mask(lt)), (0, 1, 2), 3
+    return canonical_inputs(case, component), ((1,) if component == "model" else (0,)), 3
+
+
+@pytest.mark.parametrize("component", CAUSAL_ROLES)
+@given(drawn=strategies.settings())
+def test_future_positions_do_not_change_earlier_outputs(impl, device, component, drawn):
+    """§3.2.3: "We need to prevent leftward information flow in the decoder": with the subsequent mask
+    (target mask for the decoders and the model), changing the target inputs at positions >= t leaves the outputs
+    at positions < t unchanged."""
+    case = Case(impl, device=device, **drawn)
+    if case.tgt_len < 2:
+        case = case.replace(tgt_len=2 if case.src_len != 2 else 3)
+    module = case.build(component)
+    inputs, targets, mask_index = causal_inputs(case, component)
+    t = int(torch.randint(1, case.tgt_len, (1,), generator=case.generator))
+    future = torch.zeros(case.batch, case.tgt_len, dtype=torch.bool, device=case.device)
+    future[:, t:] = True
+    axis = 2 if component == "attention" else 1
+    vocab = case.cfg.tgt_vocab if component == "model" else None
+    new = changed(case, inputs[targets[0]], future, axis, vocab)
+    altered = tuple(new if i in targets else x for i, x in enumerate(inputs))
+    out, out_altered = call(module, inputs, component), call(module, altered, component)
+    earlier = (lambda y: y[:, :, :t]) if component == "attention" else (lambda y: y[:, :t])
+    leak = difference(earlier(out_altered), earlier(out), case)
+    if leak is None:
+        return
+    unmasked = call(module, all_true(inputs, mask_index), component)
+    note = ("; the outputs equal those computed with an all-True target mask: the mask is not used"
+            if difference(unmasked, out, case) is None else "")
+    raise Failure(f"{component}.future_visible",
+                  f"outputs at positions < t={t} independent of the target inputs at positions >= t (§3.2.3: "
+                  "position i attends to positions j <= i; subsequent mask = tril, True = may attend)",
+                  f"after changing the target inputs at positions {t}..{case.tgt_len - 1}, at positions < {t}: "
+                  f"{leak}{note}")
+
+
+def recorded_weights(recorder, case, component):
+    """The last softmax over (Lq, Lk) scores as (batch, heads, Lq, Lk) weights and scores; None when torch's fused
+    scaled_dot_product_attention ran instead (it computes no separate softmax)."""
+    calls = [c for c in recorder.softmaxes if c.weights.dim() >= 3
+             and tuple(c.weights.shape[-2:]) == (case.tgt_len, case.src_len)]
+    if not calls:
+        if recorder.sdpa_calls:
+            return None
+        raise Missing(f"{component}.softmax_not_observed", "a softmax over the attention scores (§3.2.1)",
+                      f"no softmax over scores of shape (..., Lq={case.tgt_len}, Lk={case.src_len})")
+    call_ = calls[-1]
+    if call_.weights.numel() % (case.batch * case.tgt_len * case.src_len):
+        raise Missing(f"{component}.weights_layout_unrecognised", "attention weights (batch, heads, Lq, Lk)",
+                      f"a softmax output of shape {tuple(call_.weights.shape)}")
+    shape = (case.batch, -1, case.tgt_len, case.src_len)
+    return (call_.weights.reshape(shape).to(torch.float64).cpu(), call_.scores.reshape(shape).to(torch.float64).cpu())
+
+
+@pytest.mark.parametrize("component", ("attention", "multi_head_attention"))
+@given(drawn=strategies.settings())
+def test_masked_attention_weights_are_zero(impl, device, component, drawn):
+    """§3.2.3: masking by "setting to -inf all values in the input of the softmax": the attention weights (the
+    softmax output) at masked keys are 0 (below 1e-6)."""
+    case = with_padding(Case(impl, device=device, **drawn))
+    module = case.build(component)
+    inputs = canonical_inputs(case, component)
+    with AttentionRecorder() as recorder:
+        out = call(module, inputs, component)
+    found = recorded_weights(recorder, case, component)
+    if found is None:
+        return  # the fused kernel masks before its softmax; the invariance check covers it
+    weights, scores = found
+    keep = key_mask(component, inputs)[:, None, None, :].expand_as(weights).cpu()
+    masked = weights[~keep]
+    if not masked.numel() or masked.abs().max() < MASKED_WEIGHT:
+        return
+    requirement = ("attention weights exactly 0 at the keys the mask hides (§3.2.3: scores set to -inf before the "
+                   "softmax)")
+    observed = f"weights up to {masked.abs().max().item():.3g} at masked keys"
+    samples = (~keep).flatten(1).any(-1)
+    real = weights[keep & samples[:, None, None, None]]
+    if real.numel() and real.abs().max() < MASKED_WEIGHT:
+        raise Failure(f"{component}.mask_inverted", requirement,
+                      f"{observed} and 0 at every real key of the padded samples: the mask is read as True = blocked")
+    if masked_after_softmax(case, component, module, inputs, out):
+        raise Failure(f"{component}.mask_applied_after_softmax", requirement,
+                      f"{observed} by the softmax, yet the outputs do not depend on the values at the masked keys: "
+                      "the mask is applied to the weights after the softmax (the remaining weights no longer sum "
+                      "to 1)")
+    masked_scores = scores[~keep]
+    if masked_scores.abs().max() == 0 and scores[keep].abs().max() > 0:
+        raise Failure(f"{component}.masked_scores_set_to_zero", requirement,
+                      f"{observed}: the masked scores entering the softmax are 0 (masked_fill with 0, not -inf)")
+    raise Failure(f"{component}.masked_weights_nonzero", requirement, f"{observed}: the mask does not reach the scores")
+
+
+# -- the mask helpers ------------------------------------------------------------------------------------------
+def as_boolean(result, role):
+    """A helper's mask as a bool tensor (0/1 integers and floats accepted); additive masks are a failure."""
+    if not isinstance(result, torch.Tensor):
+        raise Failure(f"{role}.not_a_tensor", "a boolean mask tensor (True = may attend)", f"a {type(result).__name__}")
+    if result.dtype == torch.bool:
+        return result
+    values = result.detach().to(torch.float64)
+    if result.is_floating_point() and (torch.isinf(values).any() or (values < 0).any()):
+        raise Failure(f"{role}.additive_not_boolean", "a boolean mask, True = may attend (conformance.interface)",
+                      f"an additive {result.dtype} mask with values {sorted(set(values.flatten().tolist()))[:4]}")
+    if not ((values == 0) | (values == 1)).all():
+        raise Failure(f"{role}.not_boolean", "a boolean mask, True = may attend",
+                      f"a {result.dtype} mask with values other than 0 and 1")
+    return values != 0
+
+
+def broadcast(mask, shape, role, requirement):
+    try:
+        if mask.dim() > len(shape):
+            raise RuntimeError("too many dimensions")
+        return mask.expand(*shape)
+    except RuntimeError:
+        raise Failure(f"{role}.shape", requirement, f"a mask of shape {tuple(mask.shape)}, not broadcastable to "
+                      f"{shape}") from None
+
+
+@pytest.mark.parametrize("component", ["padding_mask"])
+@given(drawn=strategies.settings())
+def test_padding_mask_helper(impl, device, component, drawn):
+    """§3.2.3 and the interface: ``padding_mask(tokens, pad_idx)`` is ``(tokens != pad_idx)`` shaped
+    ``(batch, 1, length)``: every query may attend to the real tokens, none to the padding."""
+    case = Case(impl, device=device, **drawn)
+    f = case.build("padding_mask")
+    b, length = case.batch, max(3, case.src_len)
+    pad = int(torch.randint(0, 3, (1,), generator=case.generator))
+    tokens = torch.randint(3, case.cfg.vocab_size, (b, length), generator=case.generator)
+    tokens[torch.rand(b, length, generator=case.generator) < 0.4] = pad
+    tokens[:, 0], tokens[0, -1] = 3, pad
+    tokens = tokens.to(case.device)
+    keep = tokens != pad
+    requirement = (f"(tokens != pad_idx={pad}).unsqueeze(-2): shape ({b}, 1, {length}), True at the real tokens "
+                   "(§3.2.3; True = may attend)")
+    mask = as_boolean(f(tokens, pad), "padding_mask")
+    square = (b, length, length)
+    got = broadcast(mask, square, "padding_mask", requirement).cpu()
+    expected = keep[:, None, :].expand(square).cpu()
+    if torch.equal(got, expected):
+        return
+    observed = f"a mask of shape {tuple(mask.shape)}"
+    if torch.equal(got, ~expected):
+        raise Failure("padding_mask.inverted", requirement, f"{observed}, True at the padding: (tokens == pad_idx)")
+    if torch.equal(got, keep[:, :, None].expand(square).cpu()):
+        raise Failure("padding_mask.masks_queries", requirement,
+                      f"{observed} that hides the padded queries, not the padded keys: (batch, length, 1)")
+    if pad != PAD and torch.equal(got, (tokens != PAD)[:, None, :].expand(square).cpu()):
+        raise Failure("padding_mask.pad_idx_ignored", requirement, f"{observed} equal to (tokens != 0): the pad_idx "
+                      f"argument ({pad}) is ignored")
+    raise Failure("padding_mask.wrong", requirement,
+                  f"{observed} differing from (tokens != pad_idx) at {int((got != expected).sum())} entries")
+
+
+@pytest.mark.parametrize("component", ["subsequent_mask"])
+@given(drawn=strategies.settings())
+def test_subsequent_mask_helper(impl, device, component, drawn):
+    """§3.2.3: "ensures that the predictions for position i can depend only on the known outputs at positions less
+    than i": ``subsequent_mask(size)`` is lower-triangular, diagonal included, shaped ``(1, size, size)``."""
+    case = Case(impl, device=device, **drawn)
+    f = case.build("subsequent_mask")
+    size = max(3, case.tgt_len)
+    ones = torch.ones(size, size, dtype=torch.bool)
+    expected = torch.tril(ones)
+    requirement = f"torch.tril(ones(1, {size}, {size})): True where key j <= query i (§3.2.3; True = may attend)"
+    mask = as_boolean(f(size), "subsequent_mask")
+    got = broadcast(mask, (1, size, size), "subsequent_mask", requirement)[0].cpu()
+    if torch.equal(got, expected):
+        return
+    observed = f"a mask of shape {tuple(mask.shape)}"
+    named = {
+        "inverted": (torch.triu(ones, 1), "True at the future positions only: triu(ones, 1), the torch convention "
+                                          "True = blocked"),
+        "triu": (torch.triu(ones), "upper-triangular (triu): each position sees itself and the future, not the past"),
+        "excludes_diagonal": (torch.tril(ones, -1), "tril(ones, -1): a position may not attend to itself"),
+        "includes_next_position": (torch.tril(ones, 1), "tril(ones, 1): each position sees the next one"),
+    }
+    for name, (table, words) in named.items():
+        if torch.equal(got, table):
+            raise Failure(f"subsequent_mask.{name}", requirement, f"{observed}, {words}")
+    raise Failure("subsequent_mask.wrong", requirement,
+                  f"{observed} differing from tril at {int((got != expected).sum())} of {size * size} entries")

@@ -1,0 +1,276 @@
+"""Norm order (§3.1, §5.4): "the output of each sub-layer is LayerNorm(x + Sublayer(x))" (post-norm), told apart
+from pre-norm x + Sublayer(LayerNorm(x)) (contract "practice") and from the broken placements, and whether a stack
+ends with a final LayerNorm.
+
+The sub-layer connection is called with a known sub-layer. Layers are probed through their weights: with every
+parameter outside the LayerNorms zeroed each sub-layer outputs 0; with the d_model-sized biases set to a vector c
+(weights still zero) each sub-layer outputs c (or 0 when its last projection has no bias). The outputs of both
+probes are compared with what each placement predicts; placements the probes cannot tell apart give a *missing*
+verdict, never a failure.
+"""
+import itertools
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+
+from conformance import strategies
+from conformance.harness import Case, canonical_inputs
+from conformance.verdicts import Deviation, Failure, Missing
+from conformance.weights import (inside, layer_lists, norm_modules, perturb_norms, reset_norms,
+                                 zero_non_norm_parameters)
+
+# (cause, formula in words, y -> next y given the sub-layer f and the layer normalization ln)
+PLACEMENTS = (
+    ("post_norm", "LayerNorm(x + Sublayer(x))", lambda x, f, ln: ln(x + f(x))),
+    ("pre_norm", "x + Sublayer(LayerNorm(x))", lambda x, f, ln: x + f(ln(x))),
+    ("norm_missing", "x + Sublayer(x)", lambda x, f, ln: x + f(x)),
+    ("norm_on_sublayer_output", "x + LayerNorm(Sublayer(x))", lambda x, f, ln: x + ln(f(x))),
+    ("residual_missing", "LayerNorm(Sublayer(x))", lambda x, f, ln: ln(f(x))),
+    ("residual_missing", "Sublayer(LayerNorm(x))", lambda x, f, ln: f(ln(x))),
+    ("residual_missing", "Sublayer(x)", lambda x, f, ln: f(x)),
+    ("norm_on_residual_branch", "LayerNorm(x) + Sublayer(x)", lambda x, f, ln: ln(x) + f(x)),
+    ("norm_on_residual_branch", "LayerNorm(x) + Sublayer(LayerNorm(x))", lambda x, f, ln: ln(x) + f(ln(x))),
+    ("norm_twice", "LayerNorm(x + Sublayer(LayerNorm(x)))", lambda x, f, ln: ln(x + f(ln(x)))),
+    ("sublayer_output_unused", "LayerNorm(x)", lambda x, f, ln: ln(x)),
+    ("sublayer_output_unused", "x", lambda x, f, ln: x),
+)
+ACCEPTED = {"paper": "post_norm", "practice": "pre_norm"}
+REQUIRED = {"paper": "§3.1: each sub-layer's output is LayerNorm(x + Sublayer(x)) (post-norm)",
+            "practice": "contract 'practice': pre-norm x + Sublayer(LayerNorm(x)) (the paper's §3.1 is post-norm)"}
+SUBLAYERS = {"encoder_layer": 2, "decoder_layer": 3}
+MATCH = 0.01  # distance (relative to the input's norm) under which an output matches a placement
+
+
+def call(m, inputs):
+    """Call with autograd on: torch.nn's fused inference fast paths (and nested tensors) stay off."""
+    with torch.enable_grad():
+        out = m(*inputs)
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    return out.detach()
+
+
+def distance(a, b, scale):
+    """``|a - b| / scale`` (b may be seq-first when a is batch-first); inf for incompatible shapes."""
+    if a.shape != b.shape:
+        if a.dim() == 3 and a.transpose(0, 1).shape == b.shape:
+            b = b.transpose(0, 1)
+        else:
+            return math.inf
+    return ((a.double() - b.double()).norm() / max(float(scale), 1e-30)).item()
+
+
+def layer_norms(module, d_model):
+    """Candidate normalizations: a plain layer norm, and the module's own norm-like module (after any reset)."""
+    plain = lambda z: F.layer_norm(z, (d_model,))  # noqa: E731
+    found = norm_modules(module)
+    if not found:
+        return [plain]
+    own = found[0][1]
+
+    def own_norm(z):
+        with torch.no_grad():
+            return own(z)
+    return [plain, own_norm]
+
+
+def nearest(observations, scale, lns):
+    """``[(distance, cause, formula)]`` sorted. ``observations`` = [(output, x, alternatives)], each alternative a
+    sequence of sub-layers applied to x in turn; an observation's distance is that of its closest alternative."""
+    ranked = []
+    for cause, formula, step in PLACEMENTS:
+        best = math.inf
+        for ln in lns:
+            dist = 0.0
+            try:
+                for out, x, alternatives in observations:
+                    closest = math.inf
+                    for sublayers in alternatives:
+                        y = x
+                        for f in sublayers:
+                            y = step(y, f, ln)
+                        closest = min(closest, distance(out, y, scale))
+                    dist = max(dist, closest)
+            except RuntimeError:
+                dist = math.inf
+            best = min(best, dist)
+        ranked.append((best, cause, formula))
+    return sorted(ranked, key=lambda r: r[0])
+
+
+def summary(ranked, n=4):
+    return ", ".join(f"{formula}: {dist:.2g}" for dist, _, formula in ranked[:n])
+
+
+def judge(role, contract, ranked, repro, tie_breaker=None):
+    """Verdict from the ranked placements: pass for the contract's placement, deviation for the other accepted
+    one, failure for a broken one, missing when the probe cannot tell (``tie_breaker`` narrows down a list of
+    matching causes)."""
+    matched = [r for r in ranked if r[0] <= MATCH]
+    distances = "relative distances " + summary(ranked)
+    if not matched:
+        raise Missing(f"{role}.norm_order.unrecognised", REQUIRED[contract],
+                      f"an output matching none of the placements probed ({distances})", repro)
+    causes = list(dict.fromkeys(cause for _, cause, _ in matched))
+    if len(causes) > 1 and tie_breaker is not None:
+        kept = tie_breaker(causes)
+        ruled_out = [c for c in causes if c not in kept]
+        if ruled_out:
+            ranked = [r for r in ranked if r[1] not in ruled_out]
+            distances = "relative distances " + summary(ranked) + f"; {', '.join(ruled_out)} ruled out by the " \
+                "shift probe"
+        causes = kept
+    formula = next(f for _, c, f in matched if c == causes[0])
+    if len(causes) > 1:
+        if any(c in ACCEPTED.values() for c in causes):
+            raise Missing(f"{role}.norm_order.undecided", REQUIRED[contract],
+                          f"the probe cannot tell {' / '.join(causes)} apart ({distances})", repro)
+        raise Failure(f"{role}.norm_order.{causes[0]}", REQUIRED[contract],
+                      f"{formula} (or {', '.join(causes[1:])}; {distances})", repro)
+    cause = causes[0]
+    if cause == ACCEPTED[contract]:
+        return
+    if cause in ACCEPTED.values():
+        raise Deviation(f"{role}.norm_order.{cause}", REQUIRED[contract], f"{formula} ({distances})", repro)
+    raise Failure(f"{role}.norm_order.{cause}", REQUIRED[contract], f"{formula} ({distances})", repro)
+
+
+@pytest.mark.parametrize("component", ["sublayer_connection"])
+@given(drawn=strategies.settings())
+def test_sublayer_connection_placement(impl, device, contract, component, drawn):
+    """§3.1: the connection computes LayerNorm(x + Sublayer(x)); probed with a known affine sub-layer."""
+    case = Case(impl, device=device, **drawn)
+    m, d = case.build(component), case.cfg.d_model
+    x = case.randn(case.batch, case.tgt_len, d) * 2 + 0.5
+    weight, bias = case.randn(d, d) / math.sqrt(d), case.randn(d)
+    sublayer = lambda z: z @ weight + bias  # noqa: E731
+    out = call(m, (x, sublayer))
+    ranked = nearest([(out, x, [[sublayer]])], x.norm(), layer_norms(m, d))
+    judge(component, contract, ranked, case.reproduction(
+        component, f"x = torch.randn(2, 3, {d}); W = torch.randn({d}, {d})\n"
+                   "print(m(x, lambda z: z @ W), torch.nn.functional.layer_norm(x + x @ W, x.shape[-1:]))"))
+
+
+def probe_inputs(case, role):
+    inputs = list(canonical_inputs(case, role))
+    inputs[0] = inputs[0] * 2 + 0.5
+    return inputs
+
+
+@pytest.mark.parametrize("component", ["encoder_layer", "decoder_layer"])
+@given(drawn=strategies.settings())
+def test_layer_placement(impl, device, contract, component, drawn):
+    """§3.1: each of the layer's sub-layers (2 in the encoder, 3 in the decoder) sits in LayerNorm(x + Sublayer(x)).
+    Probed through the weights: sub-layers forced to output 0, then a known vector c."""
+    case = Case(impl, device=device, **drawn)
+    d, k = case.cfg.d_model, SUBLAYERS[component]
+    inputs = probe_inputs(case, component)
+    x = inputs[0]
+    repro = case.reproduction(component, "# zero every parameter outside the LayerNorms, then call m canonically")
+    m = case.build(component)
+    if not norm_modules(m):
+        raise Missing(f"{component}.norm_order.no_norm_module", REQUIRED[contract],
+                      "no LayerNorm-like submodule to keep while zeroing the others", repro)
+    reset_norms(m)
+    zero_non_norm_parameters(m)
+    zero = lambda z: torch.zeros_like(z)  # noqa: E731
+    observations = [(call(m, inputs), x, [[zero] * k])]
+    ranked = nearest(observations, x.norm(), layer_norms(m, d))
+    c = case.randn(d) + 1.0
+    if zero_non_norm_parameters(m, bias_value=c, d_model=d):
+        # each sub-layer now outputs c; failing that, some output 0 (a last projection without bias)
+        const = lambda z: c.expand_as(z)  # noqa: E731
+        out = call(m, inputs)
+        ranked = nearest(observations + [(out, x, [[const] * k])], x.norm(), layer_norms(m, d))
+        if ranked[0][0] > MATCH:
+            partial = list(itertools.product([const, zero], repeat=k))[1:-1]
+            ranked = nearest(observations + [(out, x, partial)], x.norm(), layer_norms(m, d))
+
+    def tie_breaker(causes):
+        """With constant sub-layers, pre-norm and a missing norm agree, and so do post-norm and
+        LayerNorm(x + Sublayer(LayerNorm(x))). With the built weights, shifting the input by a constant s
+        (LayerNorm removes it) shifts a pre-norm layer's output by s, leaves a doubly normalized one unchanged,
+        and changes a post-norm or norm-less one otherwise; a pre-norm layer's norms change its output."""
+        fresh = case.build(component)
+        y0 = call(fresh, inputs)
+        shifted = call(fresh, [x + 3.0] + inputs[1:]) - y0
+        shifts, invariant = distance(shifted, torch.full_like(y0, 3.0), y0.norm()) < 1e-3, \
+            distance(shifted, torch.zeros_like(y0), y0.norm()) < 1e-3
+        if {"post_norm", "norm_twice"} <= set(causes):
+            causes = [c for c in causes if c != ("post_norm" if invariant else "norm_twice")]
+        if {"pre_norm", "norm_missing"} <= set(causes):
+            norms_matter = shifts
+            if not shifts and norm_modules(fresh):
+                perturb_norms(fresh)
+                norms_matter = distance(call(fresh, inputs), y0, y0.norm()) > 1e-6
+            causes = [c for c in causes if c != ("norm_missing" if norms_matter else "pre_norm")]
+        return causes
+    judge(component, contract, ranked, repro, tie_breaker=tie_breaker)
+
+
+@pytest.mark.parametrize("component", ["encoder", "decoder"])
+@given(drawn=strategies.settings())
+def test_stack_final_norm(impl, device, contract, component, drawn):
+    """§3.1: a post-norm stack ends with its last layer's LayerNorm, nothing after it; a pre-norm stack (contract
+    "practice") needs a final LayerNorm (torch.nn.Transformer adds one to both stacks)."""
+    case = Case(impl, device=device, **drawn)
+    case = case.with_config(N=max(2, case.cfg.N))
+    m, d = case.build(component), case.cfg.d_model
+    repro = case.reproduction(component, "print(m)")
+    lists = layer_lists(m, case.cfg.N)
+    if len(lists) != 1:
+        raise Missing(f"{component}.norm_order.layers_not_found", "a stack of N layers (§3.1)",
+                      f"{len(lists)} lists of N={case.cfg.N} modules of one class", repro)
+    prefix, layers = lists[0]
+    outside = [(name, norm) for name, norm in norm_modules(m) if not inside(name, prefix)]
+    outputs, order = {}, []
+
+    def record(key):
+        def hook(module, args, output):
+            out = output[0] if isinstance(output, (tuple, list)) else output
+            outputs[key] = out.detach()
+            order.append(key)
+        return hook
+    handles = [layer.register_forward_hook(record("layer")) for layer in set(layers)]
+    handles += [norm.register_forward_hook(record(name)) for name, norm in outside]
+    try:
+        inputs = probe_inputs(case, component)
+        out = call(m, inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    if "layer" not in outputs:
+        raise Missing(f"{component}.norm_order.layers_not_called", "a stack of N layers (§3.1)",
+                      "no layer of the stack was called as a module", repro)
+    last = outputs["layer"]
+    scale = out.norm()
+    unused = [name for name, _ in outside if name not in outputs]
+    applied = [key for key in order if key != "layer" and distance(out, outputs[key], scale) < 1e-7]
+    if applied:
+        final = f"the norm-like module {applied[-1]!r}"
+    elif distance(out, last, scale) < 1e-6:
+        final = None
+    elif distance(out, F.layer_norm(last, (d,)), scale) < 1e-3:
+        final = "a layer normalization (functional)"
+    else:
+        raise Missing(f"{component}.norm_order.final_operation_unknown", REQUIRED[contract],
+                      "the stack's output is neither the last layer's output nor a normalization of it", repro)
+    note = f" (a norm-like module {unused[0]!r} is registered after the layers but never called)" if unused else ""
+    if contract == "paper":
+        if final:
+            raise Deviation(f"{component}.norm_order.extra_final_norm",
+                            "§3.1: the stack's output is its last layer's output (post-norm needs no final norm)",
+                            f"{final} applied after the last layer", repro)
+        return
+    if final:
+        return
+    requirement = "contract 'practice': a final LayerNorm after the last (pre-norm) layer"
+    if distance(last, F.layer_norm(last, (d,)), last.norm()) < 1e-3:
+        raise Deviation(f"{component}.norm_order.post_norm_without_final_norm", requirement,
+                        "no final LayerNorm; the last layer's output is already normalized (post-norm layers)"
+                        + note, repro)
+    raise Failure(f"{component}.norm_order.final_norm_missing", requirement,
+                  "the last layer's unnormalized output is returned" + note, repro)

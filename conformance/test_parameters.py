@@ -1,0 +1,287 @@
+"""Parameters (3.1-3.5, Table 3): how many there are, that the N layers of a stack are independent, and that every
+one of them takes part in the computation."""
+import itertools
+from collections import defaultdict
+
+import pytest
+import torch
+from hypothesis import given
+
+from conformance import strategies
+from conformance.harness import MODULE_ROLES, Case, canonical_inputs, output_tensor
+from conformance.verdicts import Deviation, Failure
+from conformance.weights import inside, layer_lists, norm_modules
+from reference import transformer as ref
+
+COUNTED = ("positional_encoding", "multi_head_attention", "feed_forward", "layer_norm", "sublayer_connection",
+           "encoder_layer", "decoder_layer", "encoder", "decoder", "embedding", "generator", "model")
+ATTENTIONS = {"multi_head_attention": 1, "encoder_layer": 1, "decoder_layer": 2, "encoder": 1, "decoder": 2,
+              "model": 3}  # per layer for the stacks and the model (times N)
+FEED_FORWARDS = {"feed_forward": 1, "encoder_layer": 1, "decoder_layer": 1, "encoder": 1, "decoder": 1, "model": 2}
+STACKS = {"encoder": 1, "decoder": 1, "model": 2}
+SECTION = {"positional_encoding": "§3.5 (fixed sinusoids, no learned parameters)",
+           "multi_head_attention": "§3.2.2 (W^Q, W^K, W^V, W^O with biases)", "feed_forward": "§3.3, eq. (2)",
+           "layer_norm": "§3.1 (gain and bias)", "sublayer_connection": "§3.1 (one LayerNorm)",
+           "encoder_layer": "§3.1 (attention, FFN, two LayerNorms)",
+           "decoder_layer": "§3.1 (two attentions, FFN, three LayerNorms)", "encoder": "§3.1 (N encoder layers)",
+           "decoder": "§3.1 (N decoder layers)", "embedding": "§3.4 (V x d_model)",
+           "generator": "§3.4 (d_model x V linear map with bias)", "model": "§3, Figure 1, Table 3"}
+
+
+def closed_form(component, cfg, d_model=None, d_ff=None):
+    """The reference's closed-form parameter count (without final norms, untied embeddings)."""
+    d, f = d_model or cfg.d_model, d_ff or cfg.d_ff
+    return {
+        "positional_encoding": lambda: 0,
+        "multi_head_attention": lambda: ref.count_multi_head_attention(d),
+        "feed_forward": lambda: ref.count_feed_forward(d, f),
+        "layer_norm": lambda: ref.count_layer_norm(d),
+        "sublayer_connection": lambda: ref.count_layer_norm(d),
+        "encoder_layer": lambda: ref.count_encoder_layer(d, f),
+        "decoder_layer": lambda: ref.count_decoder_layer(d, f),
+        "encoder": lambda: cfg.N * ref.count_encoder_layer(d, f),
+        "decoder": lambda: cfg.N * ref.count_decoder_layer(d, f),
+        "embedding": lambda: cfg.vocab_size * d,
+        "generator": lambda: d * cfg.vocab_size + cfg.vocab_size,
+        "model": lambda: ref.count_transformer(cfg.src_vocab, cfg.tgt_vocab, cfg.N, d, f),
+    }[component]()
+
+
+def known_variants(component, cfg, contract):
+    """``[(cause suffix, description, parameter difference)]`` of the known variants of ``component``."""
+    d, n = cfg.d_model, (cfg.N if component in ("encoder", "decoder", "model") else 1)
+    variants = []
+    if component in ATTENTIONS:
+        k = ATTENTIONS[component] * n
+        variants.append(("projections_without_bias", f"{k} attention(s) without projection biases", -4 * d * k))
+    if component in STACKS:
+        for k in range(1, STACKS[component] + 1):
+            if contract == "practice":
+                variants.append(("final_norm_missing", f"{k} stack(s) without a final LayerNorm", -2 * d * k))
+            else:
+                variants.append(("extra_final_norm", f"{k} final LayerNorm(s) after the stack", 2 * d * k))
+    if component == "model":
+        v = cfg.tgt_vocab
+        note = " (§3.4 shares them; the canonical reference model keeps them apart)"
+        variants.append(("tied_embeddings", "generator weight tied to the target embedding" + note, -v * d))
+        if cfg.src_vocab == cfg.tgt_vocab:
+            variants.append(("tied_embeddings", "source, target embeddings and generator weight tied" + note,
+                             -2 * v * d))
+        variants.append(("generator_outside_model", "the generator is not part of the model", -(d * v + v)))
+    if component == "positional_encoding":
+        variants.append(("learned_positional_embedding", "learned positional embeddings (§3.5, Table 3 row E)",
+                         cfg.max_len * d))
+    return variants
+
+
+def explain_variants(diff, variants):
+    """The smallest combination of variants (one per cause) whose differences add up to ``diff``."""
+    for size in range(1, 4):
+        for combo in itertools.combinations(variants, size):
+            if len({c for c, _, _ in combo}) == size and sum(delta for _, _, delta in combo) == diff:
+                return combo
+    return None
+
+
+NORMS = {"layer_norm": 1, "sublayer_connection": 1, "encoder_layer": 2, "decoder_layer": 3, "encoder": 2,
+         "decoder": 3, "model": 5}  # per layer for the stacks and the model (times N)
+
+
+def explain_difference(component, cfg, observed, expected):
+    """The difference in words (d_model and d_ff swapped, k LayerNorms, ...), when a plausible reading exists."""
+    d, f, diff = cfg.d_model, cfg.d_ff, observed - expected
+    more = "extra" if diff > 0 else "missing"
+    if component in ATTENTIONS and component != "multi_head_attention" \
+            and observed == closed_form(component, cfg, d_model=f, d_ff=d):
+        return "the count of the closed form with d_model and d_ff swapped"
+    if component in FEED_FORWARDS and observed == closed_form(component, cfg, d_ff=d):
+        return "the count of the closed form with d_ff = d_model (the inner layer is not d_ff wide)"
+    n = cfg.N if component in ("encoder", "decoder", "model") else 1
+    if component in FEED_FORWARDS and diff == -FEED_FORWARDS[component] * n * (f + d):
+        return "the feed-forward biases b_1, b_2 of eq. (2) are missing"
+    attentions, ffns, norms = (ATTENTIONS.get(component, 0) * n, FEED_FORWARDS.get(component, 0) * n,
+                               NORMS.get(component, 0) * n)
+    readings = []  # (size, what, plausible count)
+    if component in ("encoder", "decoder", "model"):
+        layer = {"encoder": ref.count_encoder_layer(d, f), "decoder": ref.count_decoder_layer(d, f),
+                 "model": ref.count_encoder_layer(d, f) + ref.count_decoder_layer(d, f)}[component]
+        readings.append((layer, "layer(s)' worth of parameters (layers sharing weights?)" if diff < 0
+                         else "layer(s)' worth of parameters", cfg.N))
+    readings += [(2 * d, "LayerNorm(s) (2 d_model each)", norms + 2),
+                 (d * d + d, "d_model x d_model projection(s) with bias", 4 * attentions),
+                 (d * f + f, "d_model -> d_ff linear map(s) with bias", ffns),
+                 (d * f + d, "d_ff -> d_model linear map(s) with bias", ffns),
+                 (d, "d_model-sized bias vector(s)", 4 * attentions + ffns + norms * 2),
+                 (f, "d_ff-sized bias vector(s)", ffns)]
+    if component in ("embedding", "generator", "model"):
+        v = cfg.vocab_size if component != "model" else cfg.tgt_vocab
+        readings += [(v * d, "V x d_model matrix(es)", 3), (v, "V-sized bias vector(s)", 1)]
+    for size, what, plausible in readings:
+        if size and diff % size == 0 and 0 < abs(diff // size) <= plausible:
+            return f"{abs(diff // size)} {more} {what}"
+    return f"no simple reading in terms of d_model={d}, d_ff={f}"
+
+
+def outside_norms(m, cfg):
+    """How many norm-like modules lie outside the layers of the stacks (final norms)."""
+    lists = layer_lists(m, cfg.N)
+    if not lists:
+        return None
+    return sum(1 for name, _ in norm_modules(m) if not any(inside(name, prefix) for prefix, _ in lists))
+
+
+def confirmed(combo, m, cfg, contract, component):
+    """A count-based reading is kept only where the structure agrees: final norms outside the layers, tied
+    parameters listed under two names."""
+    for cause, _, delta in combo:
+        if cause in ("extra_final_norm", "final_norm_missing"):
+            final = outside_norms(m, cfg)
+            base = STACKS[component] if contract == "practice" else 0
+            if final is None or final != base + delta // (2 * cfg.d_model):
+                return False
+        if cause == "tied_embeddings" and len(list(m.parameters())) == \
+                len(list(m.named_parameters(remove_duplicate=False))):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("component", COUNTED)
+@given(drawn=strategies.settings())
+def test_parameter_count(impl, device, contract, component, drawn):
+    """The number of distinct learned parameters equals the closed form of the paper's architecture (§3.1-3.5):
+    4(d^2 + d) per attention, 2 d d_ff + d_ff + d per feed-forward network, 2d per LayerNorm, ..."""
+    case = Case(impl, device=device, **drawn)
+    m = case.build(component)
+    cfg, observed = case.cfg, sum(p.numel() for p in m.parameters())
+    expected = closed_form(component, cfg)
+    variants = known_variants(component, cfg, contract)
+    if contract == "practice" and component in STACKS:
+        expected += 2 * cfg.d_model * STACKS[component]
+    if observed == expected:
+        return
+    requirement = f"{expected} parameters, {SECTION[component]}; {cfg}"
+    if contract == "practice" and component in STACKS:
+        requirement += " plus a final LayerNorm per stack (contract 'practice')"
+    repro = case.reproduction(component, "print(sum(p.numel() for p in m.parameters()))")
+    combo = explain_variants(observed - expected, variants)
+    if combo and confirmed(combo, m, cfg, contract, component):
+        raise Deviation(f"{component}.parameters." + "+".join(c for c, _, _ in combo), requirement,
+                        f"{observed} parameters ({observed - expected:+d}): " + "; ".join(w for _, w, _ in combo),
+                        repro)
+    raise Failure(f"{component}.parameters.count", requirement,
+                  f"{observed} parameters ({observed - expected:+d}: "
+                  f"{explain_difference(component, cfg, observed, expected)})", repro)
+
+
+def vocabulary_shaped(p, cfg):
+    return any(s in (cfg.src_vocab, cfg.tgt_vocab, cfg.vocab_size) for s in p.shape) and cfg.d_model in p.shape
+
+
+@pytest.mark.parametrize("component", ("encoder", "decoder", "model"))
+@given(drawn=strategies.settings())
+def test_layers_do_not_share_weights(impl, device, component, drawn):
+    """§3.1 "a stack of N = 6 identical layers": identical in structure, each with its own weights (only the
+    embeddings and the pre-softmax projection may share a matrix, §3.4)."""
+    case = Case(impl, device=device, **drawn)
+    case = case.with_config(N=max(2, case.cfg.N))
+    m, cfg = case.build(component), case.cfg
+    cause = f"{component}.layers_share_weights"
+    requirement = f"the N={cfg.N} layers to hold independent weights (§3.1)"
+    repro = case.reproduction(component, "print([n for n, _ in m.named_parameters(remove_duplicate=False)])")
+    # the same module object at two places: nn.ModuleList([layer] * N)
+    for name, layers in layer_lists(m, cfg.N):
+        ids = [id(x) for x in layers]
+        if len(set(ids)) < len(ids):
+            raise Failure(cause, requirement, f"{name or 'the stack'} holds the same module object "
+                          f"{len(ids) - len(set(ids)) + 1} times ([layer] * N)", repro)
+    # one tensor (or one storage) under two names
+    owners = defaultdict(list)
+    for name, p in m.named_parameters(remove_duplicate=False):
+        if p.numel():
+            owners[(p.data_ptr(), p.dtype)].append((name, p))
+    for names in owners.values():
+        if len({n for n, _ in names}) > 1 and not (component == "model" and vocabulary_shaped(names[0][1], cfg)):
+            raise Failure(cause, requirement, "one parameter tensor (storage) appears as "
+                          + ", ".join(n for n, _ in names[:4]), repro)
+    # one layer applied N times while the others idle
+    calls = layer_calls(case, component, m)
+    for name, counts in calls.items():
+        if counts and (max(counts) > 1 or 0 in counts) and sum(counts) >= len(counts):
+            raise Failure(cause, requirement, f"the layers of {name or 'the stack'} were called {counts} times "
+                          "in one forward pass (one layer reused for the others)", repro)
+
+
+def layer_calls(case, component, m):
+    """``{container name: [calls of each layer]}`` in one canonical forward pass."""
+    lists = layer_lists(m, case.cfg.N)
+    counts = {name: [0] * len(layers) for name, layers in lists}
+    handles = []
+    for name, layers in lists:
+        for i, layer in enumerate(layers):
+            def hook(*_, name=name, i=i):
+                counts[name][i] += 1
+            handles.append(layer.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            m(*canonical_inputs(case, component))
+    finally:
+        for h in handles:
+            h.remove()
+    return counts
+
+
+def unmasked(inputs):
+    """The canonical inputs with every mask all True (so each query attends to several keys)."""
+    return tuple(torch.ones_like(x) if isinstance(x, torch.Tensor) and x.dtype == torch.bool else x for x in inputs)
+
+
+def unused_generator(m, cfg, called):
+    """Parameters of a module never called whose shapes are the generator's (d_model x V_tgt and V_tgt): the model
+    role returns the decoder output, so the generator legitimately receives no gradient."""
+    exempt = set()
+    for module in m.modules():
+        own = list(module.parameters(recurse=False))
+        if own and id(module) not in called and any(p.dim() == 2 for p in own) \
+                and all(cfg.tgt_vocab in p.shape and (p.dim() == 1 or cfg.d_model in p.shape) for p in own):
+            exempt.update(id(p) for p in own)
+    return exempt
+
+
+@pytest.mark.parametrize("component", MODULE_ROLES)
+@given(drawn=strategies.settings())
+def test_every_parameter_receives_gradient(impl, device, component, drawn):
+    """Every learned parameter takes part in the computation: in train mode (dropout 0), the gradient of a random
+    projection of the output reaches each parameter, finite, and not all zero for a weight matrix (§5: all weights
+    are trained). A vector may get an all-zero gradient: the key projection's bias has none (the softmax is
+    invariant to it), and an embedding only gets gradient in the rows of the tokens seen."""
+    case = Case(impl, device=device, **drawn)
+    case = case.replace(src_len=max(2, case.src_len), tgt_len=max(2, case.tgt_len))
+    m = case.build(component, train=True)
+    called = set()
+    handles = [x.register_forward_hook(lambda mod, *_: called.add(id(mod))) for x in m.modules()]
+    try:
+        out = output_tensor(m(*unmasked(canonical_inputs(case, component))), component)
+    finally:
+        for h in handles:
+            h.remove()
+    if out.requires_grad:
+        (out * torch.randn(out.shape, generator=case.generator, dtype=torch.float64).to(out)).sum().backward()
+    exempt = unused_generator(m, case.cfg, called) if component == "model" else set()
+    none, zero, bad = [], [], []
+    for name, p in m.named_parameters():
+        if not p.requires_grad or id(p) in exempt:
+            continue
+        if p.grad is None:
+            none.append(name)
+        elif not torch.isfinite(p.grad).all():
+            bad.append(name)
+        elif not p.grad.any() and p.dim() > 1:
+            zero.append(name)
+    if none or zero or bad:
+        observed = "; ".join(f"{what}: {', '.join(names[:6])}" + (" ..." if len(names) > 6 else "")
+                             for what, names in (("no gradient", none), ("all-zero gradient", zero),
+                                                 ("non-finite gradient", bad)) if names)
+        cause = "no_gradient" if none else ("zero_gradient" if zero else "nonfinite_gradient")
+        raise Failure(f"{component}.parameters.{cause}", "every learned parameter to receive a gradient "
+                      "(an unused parameter is a registered module the forward pass skips)", observed,
+                      case.reproduction(component, "out = m(*inputs); out.sum().backward()  # then inspect p.grad"))

@@ -1,0 +1,108 @@
+"""Known variants of the reference: the named deviations of common practice and the common mistakes, each applied
+to a built reference module in place. A candidate whose outputs match the reference with some variants applied
+(same weights, same inputs) is diagnosed with their names: deviations, or a failure whose cause is the mistake.
+
+A variant rebinds ``forward`` on the instances of one reference class (nothing global is patched). Each fills a
+*slot* (the sub-layer connection, the LayerNorm, ...); a diagnosis picks at most one variant per slot.
+"""
+import math
+import types
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from reference import transformer as ref
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    deviation: bool
+    description: str
+    slot: str
+    cls: object
+    forward: object
+
+    def apply(self, module):
+        """Rebind ``forward`` on every instance of ``cls`` inside ``module``."""
+        for m in module.modules():
+            if isinstance(m, self.cls):
+                m.forward = types.MethodType(self.forward, m)
+
+    def applies_to(self, module):
+        return any(isinstance(m, self.cls) for m in module.modules())
+
+
+def layer_norm(denominator):
+    def forward(self, x):
+        return self.gain * (x - x.mean(-1, keepdim=True)) / denominator(self, x) + self.bias
+    return forward
+
+
+def biased_variance(x):
+    return x.var(-1, keepdim=True, unbiased=False)
+
+
+def scaled_attention(scale):
+    """Multi-head attention whose scores are multiplied by ``scale(d_k, h)`` instead of 1/sqrt(d_k)."""
+    def forward(self, query, key, value, mask=None):
+        if mask is not None:
+            mask = mask.unsqueeze(1)
+        q, k, v = self.split_heads(self.w_q(query)), self.split_heads(self.w_k(key)), self.split_heads(self.w_v(value))
+        scores = torch.matmul(q, k.transpose(-2, -1)) * scale(self.d_k, self.h)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, ref.MASKED_SCORE)
+        heads = torch.matmul(torch.softmax(scores, dim=-1), v)
+        return self.w_o(heads.transpose(1, 2).reshape(query.size(0), -1, self.h * self.d_k))
+    return forward
+
+
+def with_final_norm(self, *args):
+    out = type(self).forward(self, *args)
+    return F.layer_norm(out, out.shape[-1:])
+
+
+SUBLAYER, FFN, LN, MHA = ref.SublayerConnection, ref.PositionwiseFeedForward, ref.LayerNorm, ref.MultiHeadAttention
+VARIANTS = [
+    # -- deviations: named variants of practice --
+    Variant("pre_norm", True, "pre-norm sub-layer connections x + Dropout(Sublayer(LayerNorm(x)))", "sublayer",
+            SUBLAYER, lambda self, x, sublayer: x + self.dropout(sublayer(self.norm(x)))),
+    Variant("extra_final_norm", True, "a final LayerNorm after each stack", "stack", (ref.Encoder, ref.Decoder),
+            with_final_norm),
+    Variant("gelu", True, "GELU instead of ReLU in the feed-forward network", "feed_forward", FFN,
+            lambda self, x: self.w_2(F.gelu(self.w_1(x)))),
+    Variant("unbiased_std", True, "LayerNorm with the unbiased (n - 1) variance", "layer_norm", LN,
+            layer_norm(lambda self, x: torch.sqrt(x.var(-1, keepdim=True) + self.eps))),
+    Variant("unbiased_std_eps_outside_root", True, "LayerNorm (x - mean) / (std + eps) with the unbiased std, as in "
+            "the Annotated Transformer", "layer_norm", LN, layer_norm(lambda self, x: x.std(-1, keepdim=True) + self.eps)),
+    Variant("generator_logits", True, "the generator returns logits (the softmax left to the loss)", "generator",
+            ref.Generator, lambda self, x: self.proj(x)),
+    Variant("generator_softmax", True, "the generator returns probabilities (softmax), not log-probabilities",
+            "generator", ref.Generator, lambda self, x: torch.softmax(self.proj(x), dim=-1)),
+    # -- mistakes --
+    Variant("norm_on_sublayer_output", False, "x + LayerNorm(Sublayer(x)): the norm on the sub-layer output only",
+            "sublayer", SUBLAYER, lambda self, x, sublayer: x + self.norm(self.dropout(sublayer(x)))),
+    Variant("residual_missing", False, "LayerNorm(Sublayer(x)): no residual connection", "sublayer", SUBLAYER,
+            lambda self, x, sublayer: self.norm(self.dropout(sublayer(x)))),
+    Variant("norm_missing", False, "x + Sublayer(x): no LayerNorm", "sublayer", SUBLAYER,
+            lambda self, x, sublayer: x + self.dropout(sublayer(x))),
+    Variant("relu_missing", False, "no ReLU between the two linear maps of the feed-forward network",
+            "feed_forward", FFN, lambda self, x: self.w_2(self.w_1(x))),
+    Variant("divides_by_variance", False, "LayerNorm divides by the variance (plus eps), not its square root",
+            "layer_norm", LN, layer_norm(lambda self, x: biased_variance(x) + self.eps)),
+    Variant("eps_outside_root", False, "LayerNorm divides by sqrt(variance) + eps", "layer_norm", LN,
+            layer_norm(lambda self, x: torch.sqrt(biased_variance(x)) + self.eps)),
+    Variant("scaled_by_sqrt_d_model", False, "attention scores divided by sqrt(d_model) instead of sqrt(d_k)",
+            "attention", MHA, scaled_attention(lambda d_k, h: 1 / math.sqrt(d_k * h))),
+    Variant("scaled_by_d_k", False, "attention scores divided by d_k instead of sqrt(d_k)", "attention", MHA,
+            scaled_attention(lambda d_k, h: 1 / d_k)),
+    Variant("unscaled", False, "attention scores not divided by sqrt(d_k)", "attention", MHA,
+            scaled_attention(lambda d_k, h: 1.0)),
+]
+BY_NAME = {v.name: v for v in VARIANTS}
+SLOTS = {}
+for _variant in VARIANTS:
+    SLOTS.setdefault(_variant.slot, []).append(_variant)
+PRACTICE = (BY_NAME["pre_norm"], BY_NAME["extra_final_norm"])
+"""The contract 'practice': pre-norm with a final LayerNorm after each stack (tensor2tensor, Annotated Transformer)."""

@@ -1,0 +1,161 @@
+"""A candidate's parameters, found without knowing its attribute names, and the reference's weights mapped onto it.
+
+Candidates are arbitrary modules, so structure is discovered generically:
+
+* a *norm-like* module is a ``torch.nn.LayerNorm`` / ``RMSNorm``, or a module whose class name contains "norm" and
+  whose own parameters are all vectors (no parameterised children);
+* the *layers* of a stack are the items of the outermost ``ModuleList`` / ``Sequential`` holding ``N`` modules of one
+  class (``torch.nn.TransformerEncoder.layers``, the reference's ``Encoder.layers``, ...);
+* :func:`map_reference_weights` copies the reference's parameters onto a candidate by name, or by registration order
+  allowing a packed parameter (``torch.nn.MultiheadAttention.in_proj_weight = cat(W_q, W_k, W_v)``).
+"""
+import re
+
+import torch
+import torch.nn as nn
+
+NORM_TYPES = tuple(t for t in (nn.LayerNorm, getattr(nn, "RMSNorm", None)) if t is not None)
+BIAS_NAME = re.compile(r"(bias|beta|shift|offset)|(^|_)b(_?\d*)$")
+
+
+# -- norm-like modules -----------------------------------------------------------------------------
+def is_norm_module(module):
+    if isinstance(module, NORM_TYPES):
+        return True
+    if "norm" not in type(module).__name__.lower():
+        return False
+    own = list(module.parameters(recurse=False))
+    children_with_parameters = any(any(True for _ in child.parameters()) for child in module.children())
+    return all(p.dim() == 1 for p in own) and not children_with_parameters
+
+
+def norm_modules(module):
+    """``[(qualified name, module)]`` of the norm-like modules, in registration order."""
+    return [(name, m) for name, m in module.named_modules() if is_norm_module(m)]
+
+
+def norm_parameter_ids(module):
+    return {id(p) for _, m in norm_modules(module) for p in m.parameters()}
+
+
+def is_bias_name(name):
+    return bool(BIAS_NAME.search(name.rsplit(".", 1)[-1].lower()))
+
+
+def reset_norms(module):
+    """Give every norm-like module unit gain and zero bias (by parameter name: bias/beta/b_2 -> 0, else 1)."""
+    with torch.no_grad():
+        for _, m in norm_modules(module):
+            for name, p in m.named_parameters():
+                p.fill_(0.0 if is_bias_name(name) else 1.0)
+
+
+def zero_non_norm_parameters(module, bias_value=None, d_model=None):
+    """Zero every parameter outside the norm-like modules, so every sub-layer outputs 0. With ``bias_value`` (a
+    ``d_model`` vector), the vector parameters of size ``d_model`` are set to it instead: every projection's input
+    is then multiplied by a zero matrix, so each sub-layer outputs its last bias, ``bias_value``.
+    Returns the number of parameters set to ``bias_value``."""
+    norm_ids, set_to_value = norm_parameter_ids(module), 0
+    with torch.no_grad():
+        for p in module.parameters():
+            if id(p) in norm_ids:
+                continue
+            if bias_value is not None and p.dim() == 1 and p.numel() == d_model:
+                p.copy_(bias_value.to(p.dtype))
+                set_to_value += 1
+            else:
+                p.zero_()
+    return set_to_value
+
+
+def perturb_norms(module, amount=0.5):
+    with torch.no_grad():
+        for _, m in norm_modules(module):
+            for p in m.parameters():
+                p.add_(amount)
+
+
+# -- stacks ----------------------------------------------------------------------------------------
+def items(container):
+    """The items of a ModuleList / Sequential, repeated objects included (``[layer] * N``)."""
+    return [m for m in container._modules.values() if m is not None]
+
+
+def layer_lists(module, n):
+    """``[(name, [layer, ...])]``: the outermost ModuleList / Sequential containers holding ``n`` parameterised
+    modules of one class (the layers of a stack; two of them in a whole model)."""
+    found = []
+    for name, m in module.named_modules():
+        if not isinstance(m, (nn.ModuleList, nn.Sequential)):
+            continue
+        layers = items(m)
+        if len(layers) != n or len({type(x) for x in layers}) != 1 or not any(True for _ in layers[0].parameters()):
+            continue
+        if any(name == outer or name.startswith(outer + ".") for outer, _ in found if outer):
+            continue
+        found.append((name, layers))
+    return found
+
+
+def inside(name, prefix):
+    return prefix == "" or name == prefix or name.startswith(prefix + ".")
+
+
+# -- reference weights -----------------------------------------------------------------------------
+def map_reference_weights(candidate, reference):
+    """Copy the parameters of ``reference`` (a module of the reference implementation) onto ``candidate``.
+
+    * ``"exact"``: same parameter names and shapes; copied by name.
+    * ``"by_order"``: candidate parameters taken in registration order, each filled from the next reference
+      parameters of its kind (norm or not) and rank, with its trailing shape; one candidate parameter may be the
+      concatenation along dim 0 of several of them (a packed ``in_proj_weight``; parameters of another rank in
+      between are left for later). Candidate norm parameters left without a counterpart (a final LayerNorm the
+      reference lacks) keep their values.
+    * ``None``: no such mapping (nothing is copied).
+    """
+    cand, ref = list(candidate.named_parameters()), list(reference.named_parameters())
+    if [(n, p.shape) for n, p in cand] == [(n, p.shape) for n, p in ref]:
+        _copy([(c, [r]) for (_, c), (_, r) in zip(cand, ref)])
+        return "exact"
+    cand_norms, ref_norms = norm_parameter_ids(candidate), norm_parameter_ids(reference)
+    plan = _plan_by_order([(p, id(p) in cand_norms) for _, p in cand], [(p, id(p) in ref_norms) for _, p in ref])
+    if plan is None:
+        return None
+    _copy(plan)
+    return "by_order"
+
+
+def _plan_by_order(cand, ref):
+    pending, plan = list(ref), []
+    for c, is_norm in cand:
+        take = _gather(c, is_norm, pending)
+        if not take:
+            if is_norm and not any(n for _, n in pending):
+                continue  # an extra norm: keeps its (fresh) values
+            return None
+        plan.append((c, [pending[i][0] for i in take]))
+        pending = [r for i, r in enumerate(pending) if i not in take]
+    return None if pending else plan
+
+
+def _gather(c, is_norm, pending):
+    """Indices of the next pending tensors of ``c``'s kind and rank (others skipped) whose dim-0 sizes add up to
+    ``c.shape[0]``, all with ``c``'s trailing shape; [] if they do not."""
+    take, total, size = [], 0, (c.shape[0] if c.dim() else 1)
+    for i, (r, r_is_norm) in enumerate(pending):
+        if r.dim() != c.dim() or r_is_norm != is_norm:
+            continue
+        if r.shape[1:] != c.shape[1:]:
+            return []
+        take.append(i)
+        total += r.shape[0] if r.dim() else 1
+        if total >= size:
+            break
+    return take if total == size else []
+
+
+def _copy(plan):
+    with torch.no_grad():
+        for c, sources in plan:
+            c.copy_(torch.cat([s.detach().to(device=c.device, dtype=c.dtype) for s in sources], dim=0)
+                    if c.dim() else sources[0].detach().to(device=c.device, dtype=c.dtype))
