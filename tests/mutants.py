@@ -1,0 +1,308 @@
+"""Buggy variants ("mutants") of ``reference/transformer.py``: each one realistic mistake, written as exact text
+substitutions applied to the reference's source.
+
+A mutant names the property *family* whose checks must notice it and the *component* (role) whose check must
+report it. ``deviation=True`` marks a named variant of practice (pre-norm, GELU, ...): the suite must report it as
+a *deviation*, not a failure, and it is kept out of the bug count.
+
+``apply`` raises :class:`StaleMutant` when an edit's text does not occur exactly once, so a mutant never silently
+turns into the reference (or into something else) when the reference changes.
+
+    from tests import mutants
+    path = mutants.write(mutants.BY_NAME["attention_unscaled"], tmp_dir)
+    # pytest conformance --impl=<path>
+"""
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance import plugin
+from conformance.interface import ROLES
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "reference" / "transformer.py"
+FAMILIES = plugin.FAMILIES
+
+
+class StaleMutant(ValueError):
+    """An edit of a mutant no longer matches the reference's source exactly once."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    family: str
+    component: str
+    description: str
+    edits: tuple
+    deviation: bool = False
+
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"mutant name {self.name!r} is not an identifier (it becomes a module name)")
+        if self.family not in FAMILIES:
+            raise ValueError(f"{self.name}: unknown family {self.family!r}")
+        if self.component not in ROLES:
+            raise ValueError(f"{self.name}: unknown component {self.component!r}")
+        if not self.edits or not all(isinstance(e, tuple) and len(e) == 2 and e[0] != e[1] for e in self.edits):
+            raise ValueError(f"{self.name}: edits must be a non-empty sequence of (old, new) pairs that differ")
+
+
+def M(name, family, component, description, *edits, deviation=False):
+    return Mutant(name, family, component, description, tuple(edits), deviation)
+
+
+SCORES = "scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(d_k)"
+SOFTMAX = "weights = torch.softmax(scores, dim=-1)"
+MASK_FILL = "scores = scores.masked_fill(~mask, MASKED_SCORE)"
+SPLIT = "return x.view(x.size(0), -1, self.h, self.d_k).transpose(1, 2)"
+CONCAT = "concat = heads.transpose(1, 2).reshape(query.size(0), -1, self.h * self.d_k)"
+CALL_ATTENTION = "heads, _ = attention(q, k, v, mask)"
+GENERATOR = "return torch.log_softmax(self.proj(x), dim=-1)"
+PE_ADD = "return self.dropout(x + self.pe[:, : x.size(1)])"
+PE_BUFFER = ('self.register_buffer("pe", sinusoidal_table(max_len, d_model).to(torch.get_default_dtype())'
+             '.unsqueeze(0))')
+SIN = "table[:, 0::2] = torch.sin(angle)"
+COS = "table[:, 1::2] = torch.cos(angle[:, : d_model // 2])"
+LN_OUT = "return self.gain * (x - mean) / torch.sqrt(variance + self.eps) + self.bias"
+SUBLAYER = "return self.norm(x + self.dropout(sublayer(x)))"
+FFN = "return self.w_2(torch.relu(self.w_1(x)))"
+EMBED = "return self.lut(tokens) * math.sqrt(self.d_model)"
+
+MUTANTS = [
+    # -- softmax: eq. (1), softmax(Q K^T / sqrt(d_k)) over the keys; the generator's log-softmax (3.4) ----------
+    M("attention_scale_sqrt_d_model", "softmax", "attention",
+      "scores divided by sqrt(d_model) = sqrt(h * d_k) instead of sqrt(d_k)",
+      (SCORES, "scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(query.size(1) * d_k)  # d_model")),
+    M("attention_scale_d_k", "softmax", "attention", "scores divided by d_k instead of sqrt(d_k)",
+      ("/ math.sqrt(d_k)", "/ d_k")),
+    M("attention_unscaled", "softmax", "attention", "scores not scaled at all (plain dot-product attention)",
+      (" / math.sqrt(d_k)", "")),
+    M("attention_scale_multiplied", "softmax", "attention", "scores multiplied by sqrt(d_k) instead of divided",
+      ("/ math.sqrt(d_k)", "* math.sqrt(d_k)")),
+    M("attention_softmax_over_queries", "softmax", "attention", "softmax over the query axis (dim=-2)",
+      (SOFTMAX, "weights = torch.softmax(scores, dim=-2)")),
+    M("attention_query_key_swapped", "softmax", "attention",
+      "scores computed as K Q^T (query and key swapped); crashes when Lq != Lk",
+      ("torch.matmul(query, key.transpose(-2, -1))", "torch.matmul(key, query.transpose(-2, -1))")),
+    M("mha_double_scaling", "softmax", "multi_head_attention",
+      "queries pre-scaled by 1/sqrt(d_model) (fairseq style) although attention() already divides by sqrt(d_k)",
+      (CALL_ATTENTION, "heads, _ = attention(q / math.sqrt(self.h * self.d_k), k, v, mask)")),
+    M("mha_heads_split_without_transpose", "softmax", "multi_head_attention",
+      "heads split with view(batch, h, length, d_k) instead of view(batch, length, h, d_k).transpose(1, 2)",
+      (SPLIT, "return x.view(x.size(0), self.h, -1, self.d_k)")),
+    M("generator_log_softmax_wrong_axis", "embeddings", "generator",
+      "log-softmax over the length axis (dim=1) instead of the vocabulary",
+      (GENERATOR, "return torch.log_softmax(self.proj(x), dim=1)")),
+    M("generator_plain_softmax", "embeddings", "generator",
+      "probabilities (softmax, as the paper's words say) returned instead of log-probabilities (a named deviation)",
+      (GENERATOR, "return torch.softmax(self.proj(x), dim=-1)"), deviation=True),
+    M("generator_returns_logits", "embeddings", "generator",
+      "logits returned, the log-softmax left to the loss (a named deviation)",
+      (GENERATOR, "return self.proj(x)"), deviation=True),
+
+    # -- masks: True = may attend; padding keys and future positions get no weight (3.1, 3.2.3) --------------
+    M("attention_mask_inverted", "masks", "attention", "masked_fill(mask) instead of masked_fill(~mask)",
+      (MASK_FILL, "scores = scores.masked_fill(mask, MASKED_SCORE)")),
+    M("attention_mask_filled_with_zero", "masks", "attention", "masked scores set to 0 instead of -inf (-1e9)",
+      (MASK_FILL, "scores = scores.masked_fill(~mask, 0.0)")),
+    M("attention_mask_after_softmax", "masks", "attention",
+      "mask applied to the weights after the softmax: rows no longer sum to 1",
+      ("    if mask is not None:\n        " + MASK_FILL + "\n    " + SOFTMAX,
+       "    " + SOFTMAX + "\n    if mask is not None:\n        weights = weights.masked_fill(~mask, 0.0)")),
+    M("mha_mask_not_passed", "masks", "multi_head_attention", "multi-head attention never passes the mask on",
+      (CALL_ATTENTION, "heads, _ = attention(q, k, v)")),
+    M("subsequent_mask_triu", "masks", "subsequent_mask", "triu instead of tril: the future is visible, the past not",
+      ("torch.tril(torch.ones(1, size, size", "torch.triu(torch.ones(1, size, size")),
+    M("subsequent_mask_excludes_diagonal", "masks", "subsequent_mask",
+      "off by one: position i may not attend to itself (tril with diagonal=-1)",
+      ("torch.ones(1, size, size, dtype=torch.bool))", "torch.ones(1, size, size, dtype=torch.bool), diagonal=-1)")),
+    M("padding_mask_inverted", "masks", "padding_mask", "True where the token is padding",
+      ("(tokens != pad_idx)", "(tokens == pad_idx)")),
+    M("padding_mask_masks_queries", "masks", "padding_mask",
+      "mask shaped (batch, length, 1): hides padded queries instead of padded keys",
+      ("(tokens != pad_idx).unsqueeze(-2)", "(tokens != pad_idx).unsqueeze(-1)")),
+    M("decoder_self_attention_unmasked", "masks", "decoder_layer",
+      "decoder self-attention called without the target mask: positions see the future",
+      ("self.self_attn(x, x, x, tgt_mask)", "self.self_attn(x, x, x)")),
+    M("encoder_self_attention_unmasked", "masks", "encoder_layer",
+      "encoder self-attention called without the source padding mask",
+      ("self.self_attn(x, x, x, src_mask)", "self.self_attn(x, x, x)")),
+    M("cross_attention_with_target_mask", "masks", "decoder_layer",
+      "encoder-decoder attention given the target mask instead of the source mask (crashes when Ls != Lt)",
+      ("self.src_attn(x, memory, memory, src_mask)", "self.src_attn(x, memory, memory, tgt_mask)")),
+
+    # -- positional encoding (3.5) and the dropout on the sums (5.4) ------------------------------------------
+    M("pe_multiplies_by_frequency", "positional_encoding", "positional_encoding",
+      "angle = pos * 10000^(2i/d_model) instead of pos / 10000^(2i/d_model)",
+      ("angle = position / torch.pow(", "angle = position * torch.pow(")),
+    M("pe_sin_cos_swapped", "positional_encoding", "positional_encoding",
+      "cos in the even columns and sin in the odd ones",
+      (SIN, "table[:, 0::2] = torch.cos(angle)"), (COS, "table[:, 1::2] = torch.sin(angle[:, : d_model // 2])")),
+    M("pe_cos_overwrites_sin", "positional_encoding", "positional_encoding",
+      "cos written to the even columns (0::2) over the sines; the odd columns stay 0",
+      (COS, "table[:, 0::2] = torch.cos(angle[:, : d_model // 2])")),
+    M("pe_exponent_uses_i_not_2i", "positional_encoding", "positional_encoding",
+      "frequencies 1/10000^(i/d_model) with i the column pair index instead of 2i",
+      ("two_i = torch.arange(0, d_model, 2, dtype=torch.float64)",
+       "two_i = torch.arange(0, (d_model + 1) // 2, dtype=torch.float64)")),
+    M("pe_not_sliced", "positional_encoding", "positional_encoding",
+      "the whole max_len table added, not sliced to the input length (crashes)",
+      ("self.pe[:, : x.size(1)]", "self.pe")),
+    M("pe_sliced_by_batch", "positional_encoding", "positional_encoding",
+      "table sliced with x.size(0) (the batch size; a sequence-first habit) instead of the length",
+      ("self.pe[:, : x.size(1)]", "self.pe[:, : x.size(0)]")),
+    M("pe_dropout_missing", "positional_encoding", "positional_encoding",
+      "no dropout on the sums of embeddings and positional encodings (5.4)",
+      (PE_ADD, "return x + self.pe[:, : x.size(1)]")),
+    M("pe_dropout_before_adding", "positional_encoding", "positional_encoding",
+      "dropout applied to the embeddings before the encoding is added (the encoding is never dropped)",
+      (PE_ADD, "return self.dropout(x) + self.pe[:, : x.size(1)]")),
+
+    # -- layer normalization: (x - mean) / sqrt(var + eps), biased variance, over the features -----------------
+    M("ln_divides_by_variance", "layer_norm", "layer_norm", "divides by the variance, not its square root",
+      ("/ torch.sqrt(variance + self.eps)", "/ (variance + self.eps)")),
+    M("ln_eps_outside_sqrt", "layer_norm", "layer_norm", "eps added outside the square root: sqrt(var) + eps",
+      ("/ torch.sqrt(variance + self.eps)", "/ (torch.sqrt(variance) + self.eps)")),
+    M("ln_eps_is_d_model", "layer_norm", "layer_norm", "eps bound to d_model (arguments mixed up)",
+      ("self.eps = eps", "self.eps = d_model")),
+    M("ln_over_batch_axis", "layer_norm", "layer_norm", "mean and variance taken over the batch axis",
+      ("mean = x.mean(-1, keepdim=True)", "mean = x.mean(0, keepdim=True)"),
+      ("variance = x.var(-1, keepdim=True, unbiased=False)", "variance = x.var(0, keepdim=True, unbiased=False)")),
+    M("ln_unbiased_variance", "layer_norm", "layer_norm",
+      "unbiased variance (torch.var's default; a named deviation)",
+      ("variance = x.var(-1, keepdim=True, unbiased=False)", "variance = x.var(-1, keepdim=True)"), deviation=True),
+
+    # -- norm order: LayerNorm(x + Sublayer(x)) (3.1) --------------------------------------------------------
+    M("pre_norm", "norm_order", "sublayer_connection", "pre-norm x + Sublayer(LayerNorm(x)) (a named deviation)",
+      (SUBLAYER, "return x + self.dropout(sublayer(self.norm(x)))"), deviation=True),
+    M("residual_missing", "norm_order", "sublayer_connection", "no residual connection: LayerNorm(Sublayer(x))",
+      (SUBLAYER, "return self.norm(self.dropout(sublayer(x)))")),
+    M("norm_on_sublayer_output", "norm_order", "sublayer_connection", "x + LayerNorm(Sublayer(x))",
+      (SUBLAYER, "return x + self.norm(self.dropout(sublayer(x)))")),
+    M("encoder_layer_ffn_without_residual", "norm_order", "encoder_layer",
+      "the encoder layer's feed-forward sub-layer has no residual: LayerNorm(FFN(x))",
+      ("return self.sublayer[1](x, self.feed_forward)", "return self.sublayer[1].norm(self.feed_forward(x))")),
+    M("encoder_extra_final_norm", "norm_order", "encoder",
+      "a final LayerNorm after the post-norm encoder stack (a named deviation)",
+      ("        self.layers = clones(EncoderLayer(d_model, h, d_ff, dropout), N)\n",
+       "        self.layers = clones(EncoderLayer(d_model, h, d_ff, dropout), N)\n"
+       "        self.norm = LayerNorm(d_model)\n"),
+      ("            x = layer(x, src_mask)\n        return x\n", "            x = layer(x, src_mask)\n"
+       "        return self.norm(x)\n"), deviation=True),
+
+    # -- parameters: counts, independent layers, every parameter used ----------------------------------------
+    M("clones_without_deepcopy", "parameters", "encoder",
+      "clones() repeats the same layer object: the N layers share their weights",
+      ("nn.ModuleList([copy.deepcopy(module) for _ in range(n)])", "nn.ModuleList([module for _ in range(n)])")),
+    M("decoder_layer_list_multiplied", "parameters", "decoder",
+      "nn.ModuleList([DecoderLayer(...)] * N): one layer object N times",
+      ("self.layers = clones(DecoderLayer(d_model, h, d_ff, dropout), N)",
+       "self.layers = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout)] * N)")),
+    M("encoder_reuses_first_layer", "parameters", "encoder", "the encoder applies layers[0] N times",
+      ("for layer in self.layers:\n            x = layer(x, src_mask)",
+       "for _ in self.layers:\n            x = self.layers[0](x, src_mask)")),
+    M("decoder_layers_not_chained", "parameters", "decoder",
+      "every decoder layer reads the stack's input; only the last one's output is returned",
+      ("            x = layer(x, memory, src_mask, tgt_mask)\n        return x\n",
+       "            out = layer(x, memory, src_mask, tgt_mask)\n        return out\n")),
+    M("mha_one_projection_for_qkv", "parameters", "multi_head_attention",
+      "W^Q used for queries, keys and values; W^K and W^V registered but unused",
+      ("self.split_heads(self.w_k(key)), self.split_heads(self.w_v(value))",
+       "self.split_heads(self.w_q(key)), self.split_heads(self.w_q(value))")),
+    M("mha_output_projection_unused", "parameters", "multi_head_attention",
+      "the concatenated heads returned without W^O",
+      ("return self.w_o(concat)", "return concat")),
+    M("layer_norm_affine_unused", "parameters", "layer_norm", "gain and bias registered but not applied",
+      (LN_OUT, "return (x - mean) / torch.sqrt(variance + self.eps)")),
+    M("decoder_layer_missing_ffn", "parameters", "decoder_layer",
+      "the decoder layer returns after cross-attention: no feed-forward sub-layer",
+      ("return self.sublayer[2](x, self.feed_forward)", "return x")),
+    M("ffn_inner_dim_d_model", "parameters", "feed_forward", "inner dimension d_model instead of d_ff",
+      ("self.w_1 = nn.Linear(d_model, d_ff)\n        self.w_2 = nn.Linear(d_ff, d_model)",
+       "self.w_1 = nn.Linear(d_model, d_model)\n        self.w_2 = nn.Linear(d_model, d_model)")),
+    M("model_memory_detached", "parameters", "model",
+      "encoder output detached before decoding: no gradient reaches the encoder",
+      ("self.decode(self.encode(src, src_mask), src_mask",
+       "self.decode(self.encode(src, src_mask).detach(), src_mask")),
+    M("attention_weights_detached", "parameters", "multi_head_attention",
+      "attention weights detached: no gradient reaches W^Q and W^K",
+      (SOFTMAX, SOFTMAX + ".detach()")),
+    M("pe_learned_parameter", "parameters", "positional_encoding",
+      "the sinusoid table registered as a trainable nn.Parameter: learned positional embeddings (Table 3, row E;"
+      " a named deviation)",
+      (PE_BUFFER, PE_BUFFER.replace('self.register_buffer("pe", ', "self.pe = nn.Parameter(")), deviation=True),
+
+    # -- shapes: wrong sizes, and crashes --------------------------------------------------------------------
+    M("embedding_table_transposed", "shapes", "embedding", "nn.Embedding(d_model, vocab_size)",
+      ("nn.Embedding(vocab_size, d_model)", "nn.Embedding(d_model, vocab_size)")),
+    M("ffn_w2_dims_swapped", "shapes", "feed_forward", "W_2 = nn.Linear(d_model, d_ff): d_ff and d_model swapped",
+      ("self.w_2 = nn.Linear(d_ff, d_model)", "self.w_2 = nn.Linear(d_model, d_ff)")),
+    M("mha_concat_view_after_transpose", "shapes", "multi_head_attention",
+      "view() on the transposed heads (not contiguous): crashes",
+      (CONCAT, CONCAT.replace(".reshape(", ".view("))),
+    M("cross_attention_over_own_input", "shapes", "decoder_layer",
+      "encoder-decoder attention attends over the decoder's own input instead of memory",
+      ("self.src_attn(x, memory, memory, src_mask)", "self.src_attn(x, x, x, src_mask)")),
+
+    # -- behaviour: what the components compute ---------------------------------------------------------------
+    M("embedding_not_scaled", "embeddings", "embedding", "embeddings not multiplied by sqrt(d_model) (3.4)",
+      (EMBED, "return self.lut(tokens)")),
+    M("embedding_divided_by_sqrt_d_model", "embeddings", "embedding", "embeddings divided by sqrt(d_model)",
+      (EMBED, "return self.lut(tokens) / math.sqrt(self.d_model)")),
+    M("ffn_missing_relu", "behaviour", "feed_forward", "no ReLU: the FFN is affine",
+      (FFN, "return self.w_2(self.w_1(x))")),
+    M("ffn_relu_on_output", "behaviour", "feed_forward", "an extra ReLU on the FFN output",
+      (FFN, "return torch.relu(self.w_2(torch.relu(self.w_1(x))))")),
+    M("ffn_gelu", "behaviour", "feed_forward", "GELU instead of ReLU (a named deviation)",
+      (FFN, "return self.w_2(nn.functional.gelu(self.w_1(x)))"), deviation=True),
+    M("mha_concat_without_transpose", "behaviour", "multi_head_attention",
+      "heads concatenated by reshape without transposing back: positions and heads mixed",
+      (CONCAT, "concat = heads.reshape(query.size(0), -1, self.h * self.d_k)")),
+    M("dropout_active_in_eval", "behaviour", "sublayer_connection",
+      "F.dropout(x, p) (training=True by default): dropout still active in eval mode",
+      (SUBLAYER, "return self.norm(x + nn.functional.dropout(sublayer(x), self.dropout.p))")),
+    M("model_target_without_positional_encoding", "behaviour", "model",
+      "positional encodings added to the source embeddings only",
+      ("self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model), PositionalEncoding(d_model, dropout, max_len))",
+       "self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model))")),
+]
+
+BY_NAME = {m.name: m for m in MUTANTS}
+if len(BY_NAME) != len(MUTANTS):
+    raise ValueError("mutant names must be unique")
+BUGS = [m for m in MUTANTS if not m.deviation]
+DEVIATIONS = [m for m in MUTANTS if m.deviation]
+
+
+def reference_source():
+    return REFERENCE.read_text()
+
+
+def apply(mutant, source=None):
+    """The reference's source (or ``source``) with the mutant's edits applied in order.
+
+    Raises :class:`StaleMutant` when the ``old`` text of an edit does not occur exactly once."""
+    source = reference_source() if source is None else source
+    for i, (old, new) in enumerate(mutant.edits):
+        count = source.count(old)
+        if count != 1:
+            raise StaleMutant(f"mutant {mutant.name!r}, edit {i}: the text {old!r} occurs {count} times "
+                              f"(exactly once required) in {REFERENCE.relative_to(ROOT)}")
+        source = source.replace(old, new)
+    return source
+
+
+def header(mutant):
+    kind = "deviation" if mutant.deviation else "bug"
+    # the coding line stops Python from reading a description ("... decoding: no ...") as an encoding declaration
+    return (f"# -*- coding: utf-8 -*-\n# Mutant {mutant.name!r} of reference/transformer.py ({kind}; "
+            f"family {mutant.family}, component {mutant.component}):\n# {mutant.description}\n")
+
+
+def write(mutant, directory):
+    """Write the mutated reference as ``<directory>/<name>.py`` (stand-alone, defines CONFORMANCE_ROLES)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{mutant.name}.py"
+    path.write_text(header(mutant) + apply(mutant))
+    return path

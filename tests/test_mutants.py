@@ -1,0 +1,123 @@
+"""The mutants of the reference (``tests/mutants.py``): their edits still apply, and the suite catches each one with
+the checks of the right component, restricted to the mutant's property family and component
+(``conformance/test_<family>.py -m <component>``) to keep CI short.
+The unmodified reference, run the same way, must give no fail, error or deviation (no false positives).
+
+The suite runs in this process through ``pytest.main`` with the arguments of ``python -m pytest conformance ...``
+(``MUTANTS_SUBPROCESS=1``: in a subprocess). A family whose check module (``conformance/test_<family>.py``) does not
+exist yet is skipped. The full picture, every check on every mutant, is ``python tests/mutation_score.py``.
+"""
+import keyword
+import os
+
+import pytest
+
+from conformance.interface import ROLES, load_implementation
+from tests import mutants as catalogue
+from tests.mutants import FAMILIES, MUTANTS, Mutant, StaleMutant
+from tests.mutation_score import ROOT, Result, assess, false_positives, family_checks, run_mutant, run_reference
+
+IDS = [m.name for m in MUTANTS]
+IN_PROCESS = os.environ.get("MUTANTS_SUBPROCESS", "") in ("", "0")
+"""The suite runs through ``pytest.main`` in the test's own process (no 3-4 s of imports per mutant); set
+``MUTANTS_SUBPROCESS=1`` to run each as ``python -m pytest`` in a subprocess instead (slower, fully isolated)."""
+
+
+def require_family(family):
+    if not (ROOT / family_checks(family)).exists():
+        pytest.skip(f"no checks of the {family} family yet ({family_checks(family)})")
+
+
+# -- the catalogue ------------------------------------------------------------------------------------------------
+def test_catalogue_covers_every_family_with_enough_bugs():
+    assert len(catalogue.BUGS) >= 30
+    assert {m.family for m in catalogue.BUGS} == set(FAMILIES)
+    assert {m.component for m in MUTANTS} <= set(ROLES)
+    assert catalogue.DEVIATIONS and all(not keyword.iskeyword(m.name) for m in MUTANTS)
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=IDS)
+def test_edits_apply_exactly_once_and_the_mutant_compiles(mutant):
+    reference = catalogue.reference_source()
+    source = reference
+    for old, new in mutant.edits:
+        assert source.count(old) == 1, f"{old!r} occurs {source.count(old)} times"
+        source = source.replace(old, new)
+    assert catalogue.apply(mutant) == source != reference
+    compile(source, f"{mutant.name}.py", "exec")
+
+
+def test_no_two_mutants_are_the_same_program():
+    sources = {}
+    for m in MUTANTS:
+        sources.setdefault(catalogue.apply(m), []).append(m.name)
+    assert [names for names in sources.values() if len(names) > 1] == []
+
+
+def test_apply_refuses_an_edit_that_does_not_match_exactly_once():
+    missing = Mutant("gone", "softmax", "attention", "text no longer in the reference", (("no such text", "x"),))
+    with pytest.raises(StaleMutant, match="occurs 0 times"):
+        catalogue.apply(missing)
+    twice = Mutant("twice", "masks", "attention", "ambiguous text", (("if mask is not None:", "if mask is None:"),))
+    with pytest.raises(StaleMutant, match="occurs 2 times"):
+        catalogue.apply(twice)
+    with pytest.raises(ValueError):
+        Mutant("bad", "no_such_family", "attention", "", (("a", "b"),))
+
+
+def test_a_written_mutant_is_a_stand_alone_implementation(tmp_path):
+    for mutant in MUTANTS:
+        path = catalogue.write(mutant, tmp_path)
+        assert path == tmp_path / f"{mutant.name}.py"
+        impl = load_implementation(str(path))
+        assert set(impl.roles) == set(ROLES), mutant.name
+
+
+# -- judging a report --------------------------------------------------------------------------------------------
+def report(*checks):
+    return {"checks": [dict(component=c, check=k, verdict=v, cause=f"{c}.{k}", nodeid=f"{c}/{k}")
+                       for c, k, v in checks]}
+
+
+def test_assess_needs_the_expected_component_and_names_deviations():
+    bug = Mutant("b", "softmax", "attention", "", (("a", "b"),))
+    dev = Mutant("d", "norm_order", "sublayer_connection", "", (("a", "b"),), deviation=True)
+    assert assess(bug, report(("attention", "scale", "fail"), ("model", "agrees", "fail")))[:2] == ("caught", True)
+    assert assess(bug, report(("attention", "shape", "error")))[:2] == ("caught", True)
+    assert assess(bug, report(("model", "agrees", "fail"), ("attention", "scale", "pass")))[:2] == \
+        ("other_component", False)
+    assert assess(bug, report(("attention", "scale", "deviation")))[:2] == ("missed", False)
+    assert assess(bug, None)[:2] == ("no_checks", False)
+    assert assess(dev, report(("sublayer_connection", "placement", "deviation")))[:2] == ("caught", True)
+    assert assess(dev, report(("sublayer_connection", "placement", "deviation"), ("model", "agrees", "fail")))[:2] \
+        == ("reported_as_failure", False)
+    assert assess(dev, report(("sublayer_connection", "placement", "pass")))[:2] == ("missed", False)
+
+
+# -- the suite on each mutant ------------------------------------------------------------------------------------
+def explain(result: Result):
+    flagged = "\n  ".join(result.flagged) or "nothing"
+    if result.status == "no_checks":
+        flagged = f"nothing: {family_checks(result.family)} has no check of the {result.component} component"
+    return (f"mutant {result.name} ({'deviation' if result.deviation else 'bug'}: family {result.family}, expected "
+            f"component {result.component}) not caught: {result.status}\nflagged:\n  {flagged}\n"
+            f"--- pytest output (tail) ---\n{result.output}")
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=IDS)
+def test_mutant_is_caught_by_its_component(mutant, tmp_path):
+    """Only the checks of the mutant's family and component run (``conformance/test_<family>.py -m <component>``):
+    what the verdict depends on, at a fraction of the cost of the whole family."""
+    require_family(mutant.family)
+    result = run_mutant(mutant, tmp_path, markers=mutant.component, in_process=IN_PROCESS,
+                        target=family_checks(mutant.family))
+    assert result.caught, explain(result)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_reference_has_no_false_positive(family, tmp_path):
+    require_family(family)
+    code, output, data = run_reference(tmp_path, in_process=IN_PROCESS, target=family_checks(family))
+    assert data is not None, f"no check of the {family} family ran (exit code {code})\n{output[-3000:]}"
+    assert false_positives(data) == [], output[-3000:]
+    assert code == 0, output[-3000:]
