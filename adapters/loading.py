@@ -100,9 +100,22 @@ class LoadedCode:
             except (ValueError, OSError):
                 return None
             return f"{Path(self.path).name}/{rel.as_posix()}, line {lineno}"
+        cell = self._cell_of(filename)
+        return None if cell is None else _where(cell, lineno)
+
+    def position(self, filename: str, lineno: int) -> str | None:
+        """``path:line`` in the original file, followed by the cell for notebooks and posts, for code that ran
+        from one of this submission's cells; None otherwise."""
+        cell = self._cell_of(filename)
+        if cell is None:
+            return None
+        where = f"{self.path}:{_file_line(cell, lineno) or lineno}"
+        return where if self.kind == "python" else f"{where} ({cell.label}, line {lineno})"
+
+    def _cell_of(self, filename: str) -> Cell | None:
         head, sep, number = filename.rpartition("#cell")
         if sep and head == self.path and number.isdigit() and 0 < int(number) <= len(self.cells):
-            return _where(self.cells[int(number) - 1], lineno)
+            return self.cells[int(number) - 1]
         return None
 
 

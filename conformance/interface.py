@@ -90,7 +90,7 @@ class Implementation:
         self.roles = dict(roles)
         self.origin = origin or spec
         self.notes = list(notes)  # how the code was loaded and mapped, for the report
-        self.locate = locate  # (filename, line) -> "cell 3, line 5" for code that ran from cells
+        self.locate = locate  # (filename, line) -> "path:57 (cell 3, line 5)" for code that ran from cells
         unknown = set(self.roles) - set(ROLES)
         if unknown:
             raise ValueError(f"{spec}: unknown roles {sorted(unknown)}; known roles are {list(ROLES)}")
@@ -143,7 +143,7 @@ def load_from_path(path):
         return Implementation(path, {}, notes=notes + [loaded.fatal or "nothing could be run"])
     roles = getattr(loaded.module, "CONFORMANCE_ROLES", None)
     if isinstance(roles, dict):
-        return Implementation(path, roles, origin=path, notes=notes, locate=loaded.source_location)
+        return Implementation(path, roles, origin=path, notes=notes, locate=loaded.position)
     directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     found = discover(vars(loaded.module), loaded.module.__name__, read_overrides(directory))
-    return Implementation(path, found.roles, origin=path, notes=notes + found.describe(), locate=loaded.source_location)
+    return Implementation(path, found.roles, origin=path, notes=notes + found.describe(), locate=loaded.position)

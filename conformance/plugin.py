@@ -12,14 +12,15 @@ import traceback
 import warnings
 
 import pytest
+import torch
 from hypothesis import HealthCheck, Phase, settings
 
 from conformance import harness, verdicts
 from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole, load_implementation
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, Finding
 
-FAMILIES = ("shapes", "masks", "positional_encoding", "softmax", "norm_order", "parameters", "layer_norm",
-            "behaviour")
+FAMILIES = ("shapes", "masks", "embeddings", "positional_encoding", "softmax", "norm_order", "parameters",
+            "layer_norm", "behaviour")
 CONTRACTS = ("paper", "practice")
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 LIBRARY_DIRS = tuple(os.path.dirname(os.path.dirname(m.__file__)) for m in (pytest, os))
@@ -48,6 +49,7 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{family}: checks of the {family.replace('_', ' ')} property family")
     for role in ROLES:
         config.addinivalue_line("markers", f"{role}: checks of the {role.replace('_', ' ')} component")
+    torch.set_num_threads(1)  # the checks use small tensors: threads cost more than they give, and xdist forks
     if not config.getoption("hypothesis_profile", None):
         settings.load_profile("ci")
     config.stash[RESULTS] = []
@@ -108,16 +110,18 @@ def check_of(item):
     return item.originalname.removeprefix("test_")
 
 
-def error_location(excinfo):
-    """File and line of the innermost frame outside the checker and the libraries: the implementation's code."""
+def error_location(excinfo, locate=None):
+    """File and line of the innermost frame outside the checker and the libraries: the implementation's code
+    (``locate`` maps the cells of a loaded notebook back to its file)."""
     frames = traceback.extract_tb(excinfo.tb)
     outside = [f for f in frames if not f.filename.startswith(PACKAGE_DIR)]
     own = [f for f in outside if not f.filename.startswith(LIBRARY_DIRS)] or outside or frames
     frame = own[-1]
-    return f"{frame.filename}:{frame.lineno} in {frame.name}"
+    where = locate(frame.filename, frame.lineno) if locate else None
+    return f"{where or f'{frame.filename}:{frame.lineno}'} in {frame.name}"
 
 
-def classify(excinfo, component):
+def classify(excinfo, component, locate=None):
     """(verdict, cause, message) for an exception raised by a check."""
     exc = excinfo.value
     if isinstance(exc, Finding):
@@ -128,7 +132,7 @@ def classify(excinfo, component):
         return MISSING, "role.missing", str(exc)
     if isinstance(exc, (pytest.skip.Exception,)):
         return MISSING, "skipped", str(exc)
-    where = error_location(excinfo)
+    where = error_location(excinfo, locate)
     message = f"{type(exc).__name__}: {exc}"[:500] + f" (at {where})"
     if "device" in str(exc) and ("Expected all tensors" in str(exc) or "same device" in str(exc)):
         return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
@@ -137,6 +141,8 @@ def classify(excinfo, component):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    # hypothesis would offer a `git apply` patch adding failing examples to the checker's own code: not the user's
+    item.__dict__.pop("_hypothesis_failing_examples", None)
     outcome = yield
     report = outcome.get_result()
     if not hasattr(item, "module") or not item.module.__name__.startswith("conformance."):
@@ -144,7 +150,8 @@ def pytest_runtest_makereport(item, call):
     if call.when == "setup":
         harness.LATEST_CASE = None
     if call.when == "call" or (call.when == "setup" and call.excinfo is not None):
-        verdict, cause, message = (PASS, "", "") if call.excinfo is None else classify(call.excinfo, component_of(item))
+        verdict, cause, message = (PASS, "", "") if call.excinfo is None else classify(
+            call.excinfo, component_of(item), getattr(getattr(item, "funcargs", {}).get("impl"), "locate", None))
         record = dict(component=component_of(item), family=family_of(item), check=check_of(item),
                       verdict=verdict, cause=cause, message=message, nodeid=item.nodeid)
         strict = item.config.getoption("strict")

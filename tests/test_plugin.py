@@ -22,6 +22,21 @@ def test_reference_passes_every_check(tmp_path):
     assert "| component" in output and "multi_head_attention" in output  # the verdict table
 
 
+def test_torch_passes_with_its_differences_from_the_paper_named_as_deviations(tmp_path):
+    code, output, report = run_suite("--impl=torch", "-n", "2", tmp_path=tmp_path)
+    assert code == 0, output
+    assert verdicts(report, "fail") == verdicts(report, "error") == set()
+    causes = {cause for _, _, cause in verdicts(report, "deviation")}
+    assert causes == {"encoder.extra_final_norm", "decoder.extra_final_norm", "encoder.parameters.extra_final_norm",
+                      "decoder.parameters.extra_final_norm", "encoder.norm_order.extra_final_norm",
+                      "decoder.norm_order.extra_final_norm", "multi_head_attention.attention_dropout"}, output
+    assert {c for c, _, _ in verdicts(report, "pass")} >= {"attention", "multi_head_attention", "layer_norm",
+                                                            "encoder_layer", "decoder_layer", "subsequent_mask"}
+    strict_code, strict_output, _ = run_suite("--impl=torch", "--strict", "-k", "stack_final_norm",
+                                              tmp_path=tmp_path)
+    assert strict_code == 1, strict_output
+
+
 def test_a_module_with_a_subset_of_roles_reports_the_rest_missing(tmp_path):
     (tmp_path / "only_norm.py").write_text("import torch.nn as nn\nCONFORMANCE_ROLES = "
                                            "{'layer_norm': lambda d_model: nn.LayerNorm(d_model)}\n")
