@@ -134,10 +134,16 @@ def output_tensor(result, role):
     """The tensor a call returned; the attention function may return ``(output, weights)``."""
     if role == "attention" and isinstance(result, (tuple, list)) and result:
         result = result[0]
-    if not isinstance(result, torch.Tensor):
-        raise Failure(f"{role}.output_not_tensor", "a torch.Tensor output (§3)",
-                      f"a {type(result).__name__}: {str(result)[:80]}")
-    return result
+    if type(result) is torch.Tensor or type(result) is nn.Parameter:
+        return result
+    if result is None:
+        raise Failure(f"{role}.forward_returns_none", "a torch.Tensor output (§3)",
+                      "None: the forward method has no return statement (or returns nothing on some path)")
+    if isinstance(result, (tuple, list)):
+        raise Failure(f"{role}.forward_returns_tuple", "a torch.Tensor output (§3)",
+                      f"a {type(result).__name__} of {len(result)} items where one tensor is expected")
+    raise Failure(f"{role}.output_not_tensor", "a torch.Tensor output (§3)",
+                  f"a {type(result).__name__} (only a real torch.Tensor is accepted): {str(result)[:80]}")
 
 
 def run(case, role, module=None, inputs=None):

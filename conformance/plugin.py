@@ -8,14 +8,13 @@ import json
 import os
 import sys
 import tomllib
-import traceback
 import warnings
 
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
 
-from conformance import harness, verdicts
+from conformance import crashes, harness, verdicts
 from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole, load_implementation
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, Finding
 
@@ -58,6 +57,8 @@ def pytest_configure(config):
 
 RESULTS = pytest.StashKey[list]()
 EXPECTED = pytest.StashKey[dict]()
+NOTES = pytest.StashKey[list]()
+"""How the implementation was loaded and mapped onto the roles (the discovery's notes)."""
 
 
 def read_expected(path):
@@ -110,15 +111,8 @@ def check_of(item):
     return item.originalname.removeprefix("test_")
 
 
-def error_location(excinfo, locate=None):
-    """File and line of the innermost frame outside the checker and the libraries: the implementation's code
-    (``locate`` maps the cells of a loaded notebook back to its file)."""
-    frames = traceback.extract_tb(excinfo.tb)
-    outside = [f for f in frames if not f.filename.startswith(PACKAGE_DIR)]
-    own = [f for f in outside if not f.filename.startswith(LIBRARY_DIRS)] or outside or frames
-    frame = own[-1]
-    where = locate(frame.filename, frame.lineno) if locate else None
-    return f"{where or f'{frame.filename}:{frame.lineno}'} in {frame.name}"
+def is_checker_code(filename):
+    return filename.startswith((PACKAGE_DIR,) + LIBRARY_DIRS)
 
 
 def classify(excinfo, component, locate=None):
@@ -132,11 +126,11 @@ def classify(excinfo, component, locate=None):
         return MISSING, "role.missing", str(exc)
     if isinstance(exc, (pytest.skip.Exception,)):
         return MISSING, "skipped", str(exc)
-    where = error_location(excinfo, locate)
-    message = f"{type(exc).__name__}: {exc}"[:500] + f" (at {where})"
+    crash = crashes.diagnose(exc, excinfo.tb, is_checker_code, locate)
+    message = crash.explanation[:500] + f" (at {crash.where})"
     if "device" in str(exc) and ("Expected all tensors" in str(exc) or "same device" in str(exc)):
         return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
-    return ERROR, f"error.{type(exc).__name__}", message
+    return ERROR, crash.cause, message
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -167,12 +161,20 @@ def pytest_runtest_makereport(item, call):
         elif verdict in (FAIL, ERROR):
             report.longrepr = f"[{record['component']}] {message}"
         report.user_properties.append(("conformance", record))
+        impl = getattr(item, "funcargs", {}).get("impl")
+        if impl is not None and not item.config.stash.get(NOTES, None):
+            item.config.stash[NOTES] = list(impl.notes)
+            report.user_properties.append(("conformance_notes", list(impl.notes)))
 
 
 def pytest_runtest_logreport(report):
-    records = [value for key, value in report.user_properties if key == "conformance"]
-    if records and CONFIG is not None:
-        CONFIG.stash[RESULTS].extend(records)
+    if CONFIG is None:
+        return
+    for key, value in report.user_properties:
+        if key == "conformance":
+            CONFIG.stash[RESULTS].append(value)
+        elif key == "conformance_notes":
+            CONFIG.stash[NOTES] = value
 
 
 CONFIG = None
@@ -202,14 +204,26 @@ def pytest_terminal_summary(terminalreporter, config):
     rows = [[c] + [table[c].get(f, "") for f in families] for c in ROLES if c in table]
     tr = terminalreporter
     tr.write_sep("=", f"conformance of {config.getoption('impl')} (contract: {config.getoption('contract')})")
+    for note in config.stash.get(NOTES, []):
+        tr.write_line(f"note: {note}")
     tr.write_line(tabulate(rows, headers=["component"] + families, tablefmt="github"))
-    findings = sorted((r for r in records if r["verdict"] != PASS),
-                      key=lambda r: (-verdicts.SEVERITY[r["verdict"]], r["component"], r["check"]))
-    for r in findings:
-        tag = " (expected)" if r.get("expected") else ""
-        tr.write_line(f"{r['verdict'].upper():9} {r['component']}/{r['check']}{tag}: {r['message'].splitlines()[0]}")
+    for (verdict, component, cause), group in findings(records):
+        tag = " (expected)" if all(r.get("expected") for r in group) else ""
+        checks = ", ".join(sorted({r["check"] for r in group}))
+        tr.write_line(f"{verdict.upper():9} {component} [{checks}]{tag}: {group[0]['message'].splitlines()[0]}")
     for key in unmatched_expectations(config, records):
         tr.write_line(f"WARNING expected-results entry {key!r} matches no finding of this run")
+
+
+def findings(records):
+    """``[((verdict, component, cause), [record, ...])]``: the non-passing checks grouped by their cause, worst
+    verdict first."""
+    groups = {}
+    for r in records:
+        if r["verdict"] != PASS:
+            groups.setdefault((r["verdict"], r["component"], r["cause"]), []).append(r)
+    order = {role: i for i, role in enumerate(ROLES)}
+    return sorted(groups.items(), key=lambda g: (-verdicts.SEVERITY[g[0][0]], order.get(g[0][1], 99), g[0][2]))
 
 
 def unmatched_expectations(config, records):
@@ -229,5 +243,6 @@ def pytest_sessionfinish(session):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w") as f:
             json.dump({"implementation": config.getoption("impl"), "contract": config.getoption("contract"),
-                       "device": config.getoption("device"), "table": summary_table(records),
+                       "device": config.getoption("device"), "notes": config.stash.get(NOTES, []),
+                       "table": summary_table(records),
                        "checks": sorted(records, key=lambda r: r["nodeid"])}, f, indent=2)

@@ -91,11 +91,12 @@ def gap(actual, expected):
         if actual.numel() else 0.0
 
 
-def closest_variants(case, component, actual, inputs, start, good_enough):
+def closest_variants(case, component, actual, inputs, start, good_enough, steps=3):
     """The reference variants (at most one per slot, starting from ``start``) whose output comes closest to
-    ``actual``: a coordinate search over the slots of :mod:`conformance.variants`, twice round, stopping as soon as
-    the difference is ``good_enough``. Returns ``(variants, largest difference)``."""
-    def output(chosen):
+    ``actual``: a steepest descent over the slots of :mod:`conformance.variants` (each step makes the one change of
+    one slot that brings the outputs closest), stopping once the difference is ``good_enough``.
+    Returns ``(variants, largest difference)``."""
+    def distance(chosen):
         ref = case.replace(impl=reference()).build(component)
         for v in chosen.values():
             if v is not None:
@@ -105,17 +106,17 @@ def closest_variants(case, component, actual, inputs, start, good_enough):
     probe = case.replace(impl=reference()).build(component)
     slots = {slot: options for slot, options in variants.SLOTS.items() if options[0].applies_to(probe)}
     chosen = {slot: next((v for v in start if v.slot == slot), None) for slot in slots}
-    best = output(chosen)
-    for _ in range(2):
-        for slot, options in slots.items():
-            for option in [None] + options:
-                if best <= good_enough:
-                    break
-                if option is not chosen[slot]:
-                    trial = {**chosen, slot: option}
-                    trial_gap = output(trial)
-                    if trial_gap < best:
-                        chosen, best = trial, trial_gap
+    best = distance(chosen)
+    for _ in range(steps):
+        if best <= good_enough:
+            break
+        trials = [{**chosen, slot: option} for slot, options in slots.items() for option in [None] + options
+                  if option is not chosen[slot]]
+        scored = [(distance(trial), i) for i, trial in enumerate(trials)]
+        if not scored or min(scored)[0] >= best:
+            break
+        best, i = min(scored)
+        chosen = trials[i]
     return [v for v in chosen.values() if v is not None], best
 
 

@@ -68,9 +68,14 @@ def known_variants(component, cfg, contract):
             variants.append(("tied_embeddings", "source, target embeddings and generator weight tied" + note,
                              -2 * v * d))
         variants.append(("generator_outside_model", "the generator is not part of the model", -(d * v + v)))
-    if component == "positional_encoding":
-        variants.append(("learned_positional_embedding", "learned positional embeddings (§3.5, Table 3 row E)",
-                         cfg.max_len * d))
+    if component in NORMS:
+        k = NORMS[component] * n
+        variants.append(("scalar_layer_norm_gain", f"{k} LayerNorm(s) with a scalar gain and bias instead of "
+                         "d_model-sized ones", -(2 * d - 2) * k))
+    if component in ("positional_encoding", "model"):
+        k = 1 if component == "positional_encoding" else 2
+        variants.append(("learned_positional_embedding", f"{k} learned positional embedding table(s) "
+                         "(§3.5, Table 3 row E)", k * cfg.max_len * d))
     return variants
 
 

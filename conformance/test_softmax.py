@@ -46,6 +46,13 @@ def attention_softmax(recorder, case, component):
         return calls[-1]
     if recorder.sdpa_calls:
         return None
+    swapped = recorder.attention_softmaxes(case.src_len, case.tgt_len)
+    if swapped:
+        require_query_key_order(swapped[-1], case, component)
+    if recorder.softmaxes:
+        shapes = sorted({tuple(c.scores.shape) for c in recorder.softmaxes})
+        raise Failure(f"{component}.scores_wrong_shape", f"a softmax over scores Q K^T of shape (..., Lq={case.tgt_len}"
+                      f", Lk={case.src_len}) (§3.2.1)", f"softmax only over tensors of shape {shapes}")
     raise Missing(f"{component}.softmax_not_observed", "a softmax over the attention scores (§3.2.1)",
                   "no call to torch.softmax / F.softmax / Tensor.softmax with scores of shape (..., Lq, Lk)")
 

@@ -1,0 +1,26 @@
+"""``python -m conformance report IMPL... [--out DIR]``: check each implementation in its own process and write
+its JSON and markdown reports under DIR (``reports/`` by default)."""
+import argparse
+import sys
+
+from conformance.reports import report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    report_command = commands.add_parser("report", help="check implementations and write their reports")
+    report_command.add_argument("impls", nargs="+", metavar="IMPL", help="file, notebook, package, module name")
+    report_command.add_argument("--out", default="reports", help="output folder (default: reports/)")
+    report_command.add_argument("--timeout", type=float, default=600, help="seconds allowed to one implementation")
+    args, pytest_args = parser.parse_known_args(argv)
+    failed = 0
+    for impl in args.impls:
+        written = report(impl, args.out, *pytest_args, timeout=args.timeout)
+        print(f"{impl}: {written or 'no report (see the .md file)'}")
+        failed += written is None
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

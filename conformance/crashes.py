@@ -1,0 +1,90 @@
+"""Diagnosis of crashes: an exception raised by the implementation's code, read for the common mistakes behind it
+(``super().__init__()`` missing, a name that does not exist, arguments in the wrong order, a ``forward`` defined at
+the wrong indentation, a call that unpacks the wrong number of results) so that the report names the cause."""
+import re
+import traceback
+from dataclasses import dataclass
+
+
+@dataclass
+class Crash:
+    cause: str
+    """A stable identifier: ``error.super_init_missing``, ``error.undefined_name``, ..."""
+    explanation: str
+    where: str
+    """``file:line in Class.method``: the innermost frame in the implementation's code."""
+
+
+def own_frame(tb, is_checker_code):
+    """The innermost frame of the traceback outside the checker and the libraries (else the innermost one)."""
+    frames = [frame for frame, _ in traceback.walk_tb(tb)]
+    lines = [line for _, line in traceback.walk_tb(tb)]
+    own = [i for i, f in enumerate(frames) if not is_checker_code(f.f_code.co_filename)]
+    i = own[-1] if own else len(frames) - 1
+    return (frames[i], lines[i]) if frames else (None, None)
+
+
+def owner_class(frame):
+    """The class of ``self`` in ``frame`` (a method's frame), else None."""
+    instance = frame.f_locals.get("self") if frame is not None else None
+    return type(instance) if instance is not None else None
+
+
+def class_without_forward(tb):
+    """The class of a torch module, found in the traceback's frames, that does not define ``forward``."""
+    import torch.nn as nn
+    for frame, _ in reversed(list(traceback.walk_tb(tb))):
+        for value in frame.f_locals.values():
+            if isinstance(value, nn.Module) and type(value).forward is nn.Module.forward:
+                return type(value)
+    return None
+
+
+def nested_forward(cls):
+    """True when ``cls.__init__`` defines a function named ``forward`` (an indentation mistake)."""
+    init = getattr(cls, "__init__", None)
+    code = getattr(init, "__code__", None)
+    return code is not None and any(getattr(c, "co_name", "") == "forward" for c in code.co_consts)
+
+
+def diagnose(exc, tb, is_checker_code, locate=None):
+    """A :class:`Crash` naming the likely mistake behind ``exc``."""
+    frame, line = own_frame(tb, is_checker_code)
+    name = frame.f_code.co_qualname if frame is not None else "?"
+    filename = frame.f_code.co_filename if frame is not None else "?"
+    where = f"{(locate(filename, line) if locate else None) or f'{filename}:{line}'} in {name}"
+    text = str(exc)
+    cls = owner_class(frame)
+    cls_name = cls.__name__ if cls else name.split(".")[0]
+    if isinstance(exc, AttributeError) and ("before Module.__init__() call" in text or
+                                            re.search(r"has no attribute '_(modules|parameters|buffers)'", text)):
+        return Crash("error.super_init_missing", f"`super().__init__()` missing in {cls_name}.__init__: torch.nn.Module "
+                     "must be initialised before sub-modules or parameters are assigned", where)
+    if isinstance(exc, NameError):
+        missing = getattr(exc, "name", None) or text
+        return Crash("error.undefined_name", f"the name {missing!r} is not defined where {name} uses it "
+                     "(misspelled, defined later, or defined in a cell that failed)", where)
+    if 'missing the required "forward" function' in text or text.startswith("_forward_unimplemented()"):
+        module_cls = class_without_forward(tb)
+        if module_cls is not None and nested_forward(module_cls):
+            return Crash("error.forward_nested_in_init", f"{module_cls.__name__}.forward is defined inside __init__ "
+                         "(indented one level too deep), so the class has no forward method", where)
+        named = module_cls.__name__ if module_cls is not None else "a module"
+        return Crash("error.forward_missing", f"{named} defines no forward method ({text})", where)
+    if isinstance(exc, TypeError) and re.search(r"'(float|int)' object is not callable", text):
+        return Crash("error.arguments_in_wrong_order", f"a number was called as a module in {name}: arguments passed "
+                     "in the wrong order (a dropout rate where a module is expected?)", where)
+    if isinstance(exc, TypeError) and re.search(r"not supported between instances of '\w+' and '(float|int)'", text):
+        return Crash("error.arguments_in_wrong_order", f"a module was compared with a number in {name}: arguments "
+                     "passed in the wrong order (a module where a dropout rate is expected?)", where)
+    if isinstance(exc, TypeError) and re.search(r"(missing \d+ required positional argument|takes \d+ positional "
+                                                r"arguments? but \d+ (was|were) given|unexpected keyword argument)",
+                                                text):
+        return Crash("error.call_signature_mismatch", f"{text}: a call does not match the signature it calls", where)
+    if isinstance(exc, ValueError) and re.search(r"(too many|not enough) values to unpack", text):
+        return Crash("error.unpacking_mismatch", f"{text}: a call returns a different number of values than its caller "
+                     "unpacks (for example attention returning one tensor where two are unpacked)", where)
+    if isinstance(exc, RuntimeError) and re.search(r"(shapes cannot be multiplied|size of tensor a|expanded size|"
+                                                   r"shape '\[.*\]' is invalid|must match the size)", text):
+        return Crash("error.shape_mismatch", f"{text}: tensors of incompatible shapes (a dimension mixed up?)", where)
+    return Crash(f"error.{type(exc).__name__}", f"{type(exc).__name__}: {text}", where)
