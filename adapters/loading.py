@@ -27,7 +27,6 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
 
 OUTPUT_TAIL = 2048
 """At most this many trailing characters of what a cell prints are kept in :attr:`Cell.output`."""
@@ -330,6 +329,7 @@ def _notebook_cells(text: str) -> list[Cell]:
         raise LoadError("JSON without a 'cells' list: not a Jupyter notebook")
     raw = data.get("cells", [])
     if "nbformat" in data:  # else nbformat would take it for a version 1 notebook and lose the cells
+        import nbformat  # only notebooks need it
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
