@@ -1,6 +1,7 @@
 """Diagnosis of crashes: an exception raised by the implementation's code, read for the common mistakes behind it
 (``super().__init__()`` missing, a name that does not exist, arguments in the wrong order, a ``forward`` defined at
 the wrong indentation, a call that unpacks the wrong number of results) so that the report names the cause."""
+import linecache
 import re
 import traceback
 from dataclasses import dataclass
@@ -62,6 +63,10 @@ def diagnose(exc, tb, is_checker_code, locate=None):
                      "must be initialised before sub-modules or parameters are assigned", where)
     if isinstance(exc, NameError):
         missing = getattr(exc, "name", None) or text
+        source = linecache.getline(filename, line or 0)
+        if re.search(rf"super\(\s*{re.escape(str(missing))}\s*,", source):
+            return Crash("error.super_names_wrong_class", f"super({missing}, self) in {name} names a class that does not "
+                         f"exist (renamed?): write super().__init__()", where)
         return Crash("error.undefined_name", f"the name {missing!r} is not defined where {name} uses it "
                      "(misspelled, defined later, or defined in a cell that failed)", where)
     if 'missing the required "forward" function' in text or text.startswith("_forward_unimplemented()"):

@@ -40,7 +40,8 @@ def markdown(data, title=None):
               "## Findings", ""]
     for (verdict, component, cause), group in findings(data["checks"]):
         checks = ", ".join(sorted({r["check"] for r in group}))
-        lines.append(f"- **{verdict}** `{component}` ({checks}): `{cause}`: {group[0]['message'].splitlines()[0]}")
+        message = group[0]["message"].splitlines()[0].removeprefix(f"{cause}: ")
+        lines.append(f"- **{verdict}** `{component}` ({checks}): `{cause}`: {message}")
     return "\n".join(lines) + "\n"
 
 
