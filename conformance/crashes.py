@@ -1,6 +1,7 @@
 """Diagnosis of crashes: an exception raised by the implementation's code, read for the common mistakes behind it
 (``super().__init__()`` missing, a name that does not exist, arguments in the wrong order, a ``forward`` defined at
 the wrong indentation, a call that unpacks the wrong number of results) so that the report names the cause."""
+import inspect
 import linecache
 import re
 import traceback
@@ -41,6 +42,15 @@ def class_without_forward(tb):
     return None
 
 
+def class_location(cls, locate):
+    """``file:line in class X`` of a class's definition, else None."""
+    try:
+        filename, line = inspect.getsourcefile(cls), inspect.getsourcelines(cls)[1]
+    except (TypeError, OSError):
+        return None
+    return f"{(locate(filename, line) if locate else None) or f'{filename}:{line}'} in class {cls.__name__}"
+
+
 def nested_forward(cls):
     """True when ``cls.__init__`` defines a function named ``forward`` (an indentation mistake)."""
     init = getattr(cls, "__init__", None)
@@ -71,12 +81,14 @@ def diagnose(exc, tb, is_checker_code, locate=None):
                      "(misspelled, defined later, or defined in a cell that failed)", where)
     if 'missing the required "forward" function' in text or text.startswith("_forward_unimplemented()"):
         module_cls = class_without_forward(tb)
+        where = class_location(module_cls, locate) or where
         if module_cls is not None and nested_forward(module_cls):
             return Crash("error.forward_nested_in_init", f"{module_cls.__name__}.forward is defined inside __init__ "
                          "(indented one level too deep), so the class has no forward method", where)
         named = module_cls.__name__ if module_cls is not None else "a module"
         return Crash("error.forward_missing", f"{named} defines no forward method ({text})", where)
-    if isinstance(exc, TypeError) and re.search(r"'(float|int)' object is not callable", text):
+    if isinstance(exc, TypeError) and re.search(r"'(float|int)' object is not callable|cannot assign '(float|int)' as "
+                                                r"child module", text):
         return Crash("error.arguments_in_wrong_order", f"a number was called as a module in {name}: arguments passed "
                      "in the wrong order (a dropout rate where a module is expected?)", where)
     if isinstance(exc, TypeError) and re.search(r"not supported between instances of '\w+' and '(float|int)'", text):
