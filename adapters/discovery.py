@@ -267,13 +267,34 @@ def build_from_plan(binding, cfg, bindings, depth=0):
                     if not inner_source.startswith("role:") and inner_source != "layers" and name != "**":
                         kwargs[name] = canonical_value(inner_source, cfg, inner.role)
         elif source.startswith("role:"):
-            kwargs[argument] = build_from_plan(bindings[source[5:]], cfg, bindings, depth + 1)
+            kwargs[argument] = build_sub_block(bindings[source[5:]], cfg, bindings, depth + 1)
         elif source == "layers":
             layer = bindings[stack_layer_role(binding.role) or "encoder_layer"]
             kwargs[argument] = nn.ModuleList(build_from_plan(layer, cfg, bindings, depth + 1) for _ in range(cfg.N))
         else:
             kwargs[argument] = canonical_value(source, cfg, binding.role)
     return binding.target(**kwargs)
+
+
+def build_sub_block(binding, cfg, bindings, depth):
+    """A sub-block handed to a constructor (``EncoderBlock(features, attention_block, ...)``): the candidate's own,
+    or, when the candidate's cannot even be built (its own checks report why), the reference's, so that the
+    enclosing block's own code is still checked (the mapping notes say so)."""
+    try:
+        return build_from_plan(binding, cfg, bindings, depth)
+    except Exception:  # the candidate's own code; its role's checks report the error
+        from conformance.interface import call_with_canonical_arguments
+        from reference.transformer import CONFORMANCE_ROLES as REFERENCE
+        return call_with_canonical_arguments(REFERENCE[binding.role], cfg)
+
+
+def builds(binding, bindings):
+    """None when ``binding`` builds on the probe configuration, else the error."""
+    try:
+        build_from_plan(binding, PROBE, bindings)
+    except Exception as exc:  # the candidate's own code
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def forward_parameters(target):
@@ -577,6 +598,13 @@ def discover(namespace, module_name, overrides=None):
             inferred = infer_convention(bindings[role].target)
             if inferred and inferred != convention:
                 return discover(namespace, module_name, {**overrides, "masks": {"convention": inferred}})
+    for binding in bindings.values():
+        for source in binding.constructor.values():
+            sub = bindings.get(source[5:]) if source.startswith("role:") else None
+            problem = builds(sub, bindings) if sub is not None else None
+            if problem:
+                notes.append(f"{binding.role}: built with the reference's {sub.role} in place of {sub.name}, which "
+                             f"cannot be built ({problem[:120]})")
     return Discovery(roles, bindings, convention, notes)
 
 

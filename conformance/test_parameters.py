@@ -60,6 +60,8 @@ def known_variants(component, cfg, contract):
                 variants.append(("final_norm_missing", f"{k} stack(s) without a final LayerNorm", -2 * d * k))
             else:
                 variants.append(("extra_final_norm", f"{k} final LayerNorm(s) after the stack", 2 * d * k))
+                variants.append(("extra_final_norm", f"{k} final LayerNorm(s) with a scalar gain and bias after the "
+                                 "stack", 2 * k))
     if component == "model":
         v = cfg.tgt_vocab
         note = " (§3.4 shares them; the canonical reference model keeps them apart)"
