@@ -144,7 +144,8 @@ def confirmed(combo, m, cfg, contract, component):
         if cause in ("extra_final_norm", "final_norm_missing"):
             final = outside_norms(m, cfg)
             base = STACKS[component] if contract == "practice" else 0
-            if final is None or final != base + delta // (2 * cfg.d_model):
+            norms = delta // (2 * cfg.d_model) if delta % (2 * cfg.d_model) == 0 else delta // 2  # full or scalar
+            if final is None or final != base + norms:
                 return False
         if cause == "tied_embeddings" and len(list(m.parameters())) == \
                 len(list(m.named_parameters(remove_duplicate=False))):
