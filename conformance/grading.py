@@ -1,0 +1,394 @@
+"""Grading a class: ``python -m conformance grade SUBMISSIONS_DIR [--out OUT_DIR]`` (or ``conformance-grade``).
+
+Every entry of SUBMISSIONS_DIR (a file: .py, notebook, text export, markdown; or a folder: a small package) is
+checked in its own process, forked from a worker that has already imported torch and the checker
+(``conformance.zygote``), with a wall-clock limit, an address-space limit and an output limit, in a fresh folder
+of its own that is nowhere near the output folder. The verdicts come from the report that the checks write; the
+grader never imports student code and judges that report from outside: it must come with the integrity record of
+``conformance.integrity`` (nonce, no patching, no refused operations), list every collected check and agree with
+the exit status. Whatever goes wrong becomes the submission's row; every file under OUT_DIR is written whole
+(temporary file, then ``os.replace``). Unchanged submissions are not checked again (``--force`` does).
+"""
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_RUBRIC = Path(__file__).with_name("rubric.toml")
+VERDICTS = ("pass", "deviation", "missing", "fail", "error")
+OUTPUT_TAIL = 4000
+BIG_OUTPUT = 1 << 20
+
+
+def checker_version():
+    """A hash of the checker's own code: a cached grade is reused only when it is unchanged."""
+    digest = hashlib.sha256()
+    for folder in ("conformance", "adapters", "reference"):
+        for path in sorted((ROOT / folder).glob("*.py")):
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def discover(folder):
+    """``[(name, path)]``: every file and folder of ``folder`` not starting with '.' or '_', by name."""
+    entries = []
+    for path in sorted(Path(folder).iterdir()):
+        if path.name.startswith((".", "_")) or not (path.is_file() or path.is_dir()):
+            continue
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in (path.stem if path.is_file() else path.name))
+        while name in {n for n, _ in entries}:
+            name += "_"
+        entries.append((name, path))
+    return entries
+
+
+def fingerprint(path):
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for p in files:
+        digest.update(str(p.relative_to(path.parent)).encode() + b"\0" + p.read_bytes())
+    return digest.hexdigest()
+
+
+def write_atomic(path, text):
+    """Write ``text`` to ``path`` whole or not at all."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_bytes(text if isinstance(text, bytes) else text.encode())
+    os.replace(partial, path)
+
+
+# -- the worker -----------------------------------------------------------------------------------------------
+class Worker:
+    """The forking worker process (``conformance.zygote``) and the answers it sends back."""
+
+    def __init__(self, pytest_args=()):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CONFORMANCE", "PYTEST", "HYPOTHESIS"))}
+        self.home = tempfile.mkdtemp(prefix="grader-worker-")
+        self.process = subprocess.Popen([sys.executable, "-m", "conformance.zygote", *pytest_args], cwd=self.home,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
+                                        start_new_session=True)
+        ready = json.loads(self.process.stdout.readline() or "{}")
+        if not ready.get("ready"):
+            raise RuntimeError("the grading worker did not start (see its messages above)")
+        self.nodeids = ready["nodeids"]
+        self.pending, self.lock = {}, threading.Lock()
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self):
+        for line in self.process.stdout:
+            answer = json.loads(line)
+            with self.lock:
+                future = self.pending.pop(answer["id"], None)
+            if future:
+                future.set_result(answer)
+        with self.lock:
+            for future in self.pending.values():
+                future.set_exception(RuntimeError("the grading worker ended"))
+
+    def submit(self, request):
+        future = concurrent.futures.Future()
+        with self.lock:
+            self.pending[request["id"]] = future
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        return future
+
+    def close(self):
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=30)
+        except Exception:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+# -- one submission ---------------------------------------------------------------------------------------------
+def check_submission(worker, name, path, limits):
+    """Check one submission in its own process; the result dict (verdicts, status, timings)."""
+    scratch = Path(tempfile.mkdtemp(prefix="grade-"))
+    try:
+        work, report_dir = scratch / "work", scratch / "report"
+        work.mkdir()
+        report_dir.mkdir(mode=0o700)
+        copy = work / path.name
+        (shutil.copytree if path.is_dir() else shutil.copy2)(path, copy)
+        nonce = secrets.token_hex(16)
+        started = time.perf_counter()
+        answer = worker.submit(dict(id=secrets.token_hex(8), impl=str(copy), work=str(work),
+                                    report_dir=str(report_dir), nonce=nonce, args=[], **limits)).result()
+        result = judge(name, path, answer, work, report_dir, nonce, worker.nodeids, limits)
+        result["wall_s"] = round(time.perf_counter() - started, 3)
+        return result
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def read_json(path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def valid_report(data):
+    """The report's checks when it has the expected form (the grader treats it as data), else None."""
+    if not isinstance(data, dict) or not isinstance(data.get("checks"), list):
+        return None
+    fields = ("component", "family", "check", "verdict", "cause", "message", "nodeid")
+    checks = []
+    for c in data["checks"]:
+        if not isinstance(c, dict) or not all(isinstance(c.get(f), str) for f in fields) \
+                or c["verdict"] not in VERDICTS:
+            return None
+        checks.append({f: c[f] for f in fields})
+    return checks
+
+
+def judge(name, path, answer, work, report_dir, nonce, nodeids, limits):
+    """The submission's result from what its process left: exit status, report, integrity record, output."""
+    output_file = work / "output.txt"
+    size = output_file.stat().st_size if output_file.exists() else 0
+    with open(output_file, "rb") if output_file.exists() else open(os.devnull, "rb") as f:
+        f.seek(max(0, size - OUTPUT_TAIL))
+        tail = f.read().decode(errors="replace").replace(str(work) + os.sep, "")
+    integrity = read_json(report_dir / "integrity.json")
+    if not isinstance(integrity, dict) or integrity.get("nonce") != nonce:
+        integrity = None
+    data = read_json(report_dir / "report.json")
+    checks = valid_report(data) if integrity else None
+    result = dict(name=name, submission=path.name, status="graded", reason="", checks=[], notes=[],
+                  output_bytes=size, output_tail=tail, maxrss_mb=round(answer.get("maxrss_mb", 0), 1),
+                  checks_s=round(integrity.get("checks_s", 0), 3) if integrity else None, integrity=integrity,
+                  pe=None)
+    code, sig = answer.get("status"), answer.get("signal")
+    problems = []
+    if answer.get("timed_out"):
+        result.update(status="timeout", reason=f"did not finish within {limits['timeout']:g} s; stopped")
+    elif sig == signal.SIGXFSZ:
+        result.update(status="output limit", reason=f"printed more than {limits['output_limit'] >> 20} MiB; stopped")
+    elif sig is not None:
+        signame = signal.Signals(sig).name
+        memory = sig == signal.SIGKILL
+        result.update(status="out of memory" if memory else "crashed",
+                      reason=f"the process was killed ({signame}; memory limit "
+                             f"{limits['memory'] >> 20} MiB)" if memory else
+                      f"the interpreter crashed ({signame})")
+    elif checks is None:
+        if "MemoryError" in tail or "DefaultCPUAllocator: can't allocate" in tail:
+            result.update(status="out of memory",
+                          reason=f"ran out of memory (limit {limits['memory'] >> 20} MiB) before the checks finished")
+        else:
+            result.update(status="exited", reason=f"the process ended with exit status {code} before the checks "
+                                                  "finished (sys.exit, os._exit or a crash at import)")
+    if checks is not None:
+        for c in checks:
+            c["message"] = c["message"].replace(str(work) + os.sep, "")
+        seen = {c["nodeid"] for c in checks}
+        absent = [n for n in nodeids if n not in seen]
+        for nodeid in absent:
+            checks.append(dict(component="model", family="behaviour", check=nodeid.split("::")[-1].split("[")[0],
+                               verdict="error", cause="grading.check_did_not_report",
+                               message="this check left no verdict (the run was cut short or tampered with)",
+                               nodeid=nodeid))
+        failing = any(c["verdict"] in ("fail", "error") for c in checks)
+        if integrity["exitstatus"] != code and result["status"] == "graded":
+            problems.append(f"the process exit status ({code}) is not the checks' ({integrity['exitstatus']})")
+        if code == 0 and failing:
+            problems.append("exit status 0 although checks failed")
+        result["checks"] = checks
+        result["table"] = data.get("table") if isinstance(data.get("table"), dict) else {}
+        result["notes"] = [str(n).replace(str(work) + os.sep, "") for n in data.get("notes", [])
+                           if isinstance(n, str)][:40]
+        pe = read_json(report_dir / "pe.json")
+        if isinstance(pe, list) and pe and all(isinstance(r, list) and len(r) == len(pe[0]) and
+                                               all(isinstance(v, (int, float)) for v in r) for r in pe):
+            result["pe"] = pe
+    if integrity:
+        problems += [f"patched {p}" for p in integrity.get("patched", [])]
+        problems += [f"comparison canary failed: {p}" for p in integrity.get("canary", [])]
+        problems += [f"refused: {e}" for e in integrity.get("events", [])]
+        if integrity.get("reference") and result["status"] == "graded" and not problems:
+            result.update(status="reference handed in",
+                          reason="the submission hands in the reference implementation (imported "
+                                 + "; ".join(sorted(set(r.split(": ", 1)[1] for r in integrity["reference"]))[:4])
+                                 + ")")
+    if problems and result["status"] in ("graded", "exited"):
+        result.update(status="tampering detected", reason="; ".join(problems[:8]))
+    elif problems:
+        result["reason"] += "; also " + "; ".join(problems[:4])
+    if size > BIG_OUTPUT and result["status"] == "graded":
+        result["reason"] = f"printed {size / (1 << 20):.1f} MiB"
+    return result
+
+
+# -- scores -----------------------------------------------------------------------------------------------------
+def load_rubric(path=None):
+    with open(path or DEFAULT_RUBRIC, "rb") as f:
+        rubric = tomllib.load(f)
+    rubric.setdefault("score", {}).setdefault("max", 100)
+    for key in ("credit", "components", "families", "checks"):
+        rubric.setdefault(key, {})
+    return rubric
+
+
+def score(result, rubric):
+    """Fill ``score``, ``max_score``, ``components`` (``{component: (share, weight)}``) and the verdict counts."""
+    maximum = float(rubric["score"]["max"])
+    counts = {v: 0 for v in VERDICTS}
+    components = {}
+    for c in result["checks"]:
+        counts[c["verdict"]] += 1
+        weight = float(rubric["checks"].get(f"{c['component']}/{c['check']}",
+                                            rubric["families"].get(c["family"], 1)))
+        credit = float(rubric["credit"].get(c["verdict"], 0.0))
+        earned, total = components.get(c["component"], (0.0, 0.0))
+        components[c["component"]] = (earned + weight * credit, total + weight)
+    shares = {c: (e / t if t else 0.0, float(rubric["components"].get(c, 1))) for c, (e, t) in components.items()}
+    weights = sum(w for _, w in shares.values())
+    value = maximum * sum(s * w for s, w in shares.values()) / weights if weights else 0.0
+    if result["status"] != "graded":
+        value = 0.0
+    result.update(score=round(value, 2), max_score=maximum, counts=counts,
+                  components={c: [round(s, 4), w] for c, (s, w) in shares.items()})
+    return result
+
+
+# -- the class --------------------------------------------------------------------------------------------------
+class Progress:
+    """A progress bar with the running count of passes and failures (tqdm when installed)."""
+
+    def __init__(self, total, enabled=True):
+        self.total, self.done, self.passed, self.failed, self.enabled = total, 0, 0, 0, enabled
+        self.bar = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, unit="submission", file=sys.stderr)
+            except ImportError:
+                pass
+
+    def update(self, result):
+        self.done += 1
+        clean = result["status"] == "graded" and not (result["counts"]["fail"] or result["counts"]["error"])
+        self.passed += clean
+        self.failed += not clean
+        if not self.enabled:
+            return
+        text = f"passed {self.passed}, failed {self.failed}"
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{text}, last: {result['name']}")
+            self.bar.update(1)
+        else:
+            sys.stderr.write(f"\r[{self.done}/{self.total}] {text}, last: {result['name'][:30]:30}")
+            sys.stderr.flush()
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+        elif self.enabled:
+            sys.stderr.write("\n")
+
+
+def grade(folder, out=None, jobs=None, timeout=300.0, memory=4 << 30, output_limit=64 << 20, force=False,
+          rubric=None, pytest_args=(), progress=True):
+    """Grade every submission of ``folder`` and write the reports under ``out``; returns the results by name."""
+    from conformance import grade_reports
+    folder = Path(folder)
+    out = Path(out or Path("reports") / folder.resolve().name)
+    out.mkdir(parents=True, exist_ok=True)
+    rubric_data = load_rubric(rubric)
+    submissions = discover(folder)
+    version = hashlib.sha256((checker_version() + json.dumps(list(pytest_args))).encode()).hexdigest()[:16]
+    cache = read_json(out / ".cache.json") or {}
+    results, todo = {}, []
+    for name, path in submissions:
+        key = fingerprint(path) + version
+        stored = read_json(out / "results" / f"{name}.json")
+        if not force and cache.get(name) == key and isinstance(stored, dict) and stored.get("name") == name:
+            results[name] = stored
+        else:
+            todo.append((name, path, key))
+    bar = Progress(len(submissions), progress)
+    for name in results:
+        bar.update(score(results[name], rubric_data))
+    limits = dict(timeout=float(timeout), memory=int(memory), output_limit=int(output_limit))
+    started = time.perf_counter()
+    if todo:
+        worker = Worker(pytest_args)
+        try:
+            with concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
+                futures = {pool.submit(check_submission, worker, name, path, limits): (name, path, key)
+                           for name, path, key in todo}
+                for future in concurrent.futures.as_completed(futures):
+                    name, path, key = futures[future]
+                    try:
+                        result = future.result()
+                    except Exception as exc:  # the grader's own trouble still gives the submission a row
+                        result = dict(name=name, submission=path.name, status="grader error", reason=repr(exc),
+                                      checks=[], notes=[], output_bytes=0, output_tail="", pe=None)
+                    score(result, rubric_data)
+                    write_atomic(out / "results" / f"{name}.json", json.dumps(result, indent=1))
+                    cache[name] = key if result["status"] != "grader error" else None
+                    write_atomic(out / ".cache.json", json.dumps(cache, indent=1))
+                    results[name] = result
+                    bar.update(result)
+        finally:
+            worker.close()
+    bar.close()
+    ordered = {name: results[name] for name, _ in submissions}
+    grade_reports.write_all(ordered, out, rubric_data, elapsed=time.perf_counter() - started)
+    return ordered
+
+
+def size(text):
+    """'4G', '512M', '100k' or bytes."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    text = str(text).strip().lower().removesuffix("b").removesuffix("i")
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1:] in units else int(text)
+
+
+def add_arguments(parser):
+    parser.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="a folder of submissions (files or folders)")
+    parser.add_argument("--out", help="output folder (default: reports/<name of SUBMISSIONS_DIR>/)")
+    parser.add_argument("--jobs", "-j", type=int, default=None, help="submissions checked at once (default: cores)")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds allowed to a submission (default 300)")
+    parser.add_argument("--memory", type=size, default="4G", help="address space of a submission (default 4G)")
+    parser.add_argument("--output-limit", type=size, default="64M", help="what a submission may print (default 64M)")
+    parser.add_argument("--rubric", help="rubric TOML (default: conformance/rubric.toml)")
+    parser.add_argument("--force", action="store_true", help="check unchanged submissions again")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args, pytest_args):
+    results = grade(args.submissions, args.out, jobs=args.jobs, timeout=args.timeout, memory=args.memory,
+                    output_limit=args.output_limit, force=args.force, rubric=args.rubric, pytest_args=pytest_args,
+                    progress=not args.quiet)
+    out = args.out or os.path.join("reports", Path(args.submissions).resolve().name)
+    print(f"{len(results)} submissions graded; reports in {out}/ (summary.md, index.html, feedback/, ...)")
+    return 0
+
+
+def main(argv=None):
+    """The ``conformance-grade`` console script; unknown options go to pytest (``-m layer_norm``, ``-k ...``)."""
+    parser = argparse.ArgumentParser(prog="conformance-grade", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args, pytest_args = parser.parse_known_args(argv)
+    return run(args, pytest_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The grader's worker: a process that imports torch, pytest, hypothesis and the checker once, then forks one child
+per submission, so a submission costs its checks and almost nothing else (``python -m conformance.zygote``).
+
+Protocol: one JSON request per line on stdin, ``{"id", "impl", "work", "report_dir", "timeout", "memory",
+"output_limit", "nonce", "args"}``; one JSON answer per line on the original stdout when the child has ended,
+``{"id", "status", "signal", "timed_out", "wall_s", "maxrss_mb"}``. The first line it writes is
+``{"ready": true, "nodeids": [...]}``: the checks collected (with the grading's pytest arguments, given as
+``argv[1:]``), which the grader expects to find in every report.
+
+A child starts its own session (its process group is killed when it ends or runs past its time), gets an address
+space limit, a file size limit, stdout and stderr redirected to ``work/output.txt``, ``work`` as its directory,
+HOME and TMPDIR, and ``conformance.integrity`` armed before pytest runs.
+"""
+import json
+import os
+import resource
+import select
+import signal
+import sys
+import time
+
+import numpy  # noqa: F401  (imported once here, shared by every child)
+import pytest
+import torch
+import hypothesis.configuration
+
+import conformance.plugin  # noqa: F401
+from conformance import integrity
+import adapters.discovery  # noqa: F401
+import adapters.loading  # noqa: F401
+
+PYTEST_BASE = ["--pyargs", "conformance", "-q", "-p", "no:cacheprovider", "-p", "conformance.integrity",
+               "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+
+
+class Collector:
+    def __init__(self):
+        self.nodeids = []
+
+    def pytest_collection_finish(self, session):
+        self.nodeids = [item.nodeid for item in session.items]
+
+
+def collect(args):
+    collector = Collector()
+    saved = os.dup(1), os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 1)
+        os.dup2(null.fileno(), 2)
+        try:
+            pytest.main([*PYTEST_BASE, "--collect-only", *args], plugins=[collector])
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+    return collector.nodeids
+
+
+def child(request, answers, requests):
+    """In the forked child: isolate, arm the integrity plugin, run pytest, leave with its exit code."""
+    code = 71
+    try:
+        os.setsid()
+        os.close(answers)  # (requests is fd 0, replaced by /dev/null below)
+        work = os.path.realpath(request["work"])
+        out = os.open(os.path.join(work, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        limit = int(request["output_limit"])
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        memory = int(request["memory"])
+        if memory > 0:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        os.chdir(work)
+        os.environ.update(HOME=work, TMPDIR=work, TMP=work, TEMP=work)
+        import tempfile
+        tempfile.tempdir = None
+        hypothesis.configuration.set_hypothesis_home_dir(os.path.join(work, ".hypothesis"))
+        integrity.ARMED = {"work": work, "report_dir": os.path.realpath(request["report_dir"]),
+                           "nonce": request["nonce"]}
+        report = os.path.join(request["report_dir"], "report.json")
+        code = pytest.main([*PYTEST_BASE, f"--impl={request['impl']}", f"--report-json={report}",
+                            *request["args"]])
+        code = int(code)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 72
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 73
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            integrity._real_exit(code)
+
+
+def main():
+    args = sys.argv[1:]
+    torch.set_num_threads(1)
+    requests = sys.stdin.fileno()
+    answers = os.dup(1)
+    os.dup2(2, 1)  # anything printed here goes to stderr, never into the answers
+    os.set_blocking(requests, False)
+
+    def answer(data):
+        line = (json.dumps(data) + "\n").encode()
+        while line:
+            line = line[os.write(answers, line):]
+
+    answer({"ready": True, "nodeids": collect(args)})
+    running, buffer, closed = {}, b"", False
+    while running or not closed:
+        if not closed:
+            ready, _, _ = select.select([requests], [], [], 0.02)
+            if ready:
+                chunk = os.read(requests, 65536)
+                closed = not chunk
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    request = json.loads(line)
+                    request["args"] = args + request.get("args", [])
+                    pid = os.fork()
+                    if pid == 0:
+                        child(request, answers, requests)
+                    running[pid] = dict(request=request, start=time.monotonic(), timed_out=False)
+        else:
+            time.sleep(0.02)
+        while running:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            job = running.pop(pid, None)
+            if job is None:
+                continue
+            try:
+                os.killpg(pid, signal.SIGKILL)  # whatever it left behind in its session
+            except (ProcessLookupError, PermissionError):
+                pass
+            answer({"id": job["request"]["id"], "pid": pid,
+                    "status": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                    "timed_out": job["timed_out"], "wall_s": time.monotonic() - job["start"],
+                    "maxrss_mb": usage.ru_maxrss / 1024})
+        now = time.monotonic()
+        for pid, job in running.items():
+            if not job["timed_out"] and now - job["start"] > float(job["request"]["timeout"]):
+                job["timed_out"] = True
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    main()
