@@ -466,7 +466,7 @@ def _sandbox(path: str):
             os.chdir(cwd)
 
 
-def _cell_file(path: str, number: int) -> str:
+def cell_file(path: str, number: int) -> str:
     return f"{path}#cell{number}"
 
 
@@ -482,7 +482,7 @@ def _problem(result: LoadedCode, cell: Cell, exc: BaseException, limit: float, t
     if result.kind == "package":
         own = ours
     else:
-        own = [(name, line) for name, line in frames if name == _cell_file(result.path, cell.number)]
+        own = [(name, line) for name, line in frames if name == cell_file(result.path, cell.number)]
     where, lineno = cell.label, None
     if own:
         where = result.source_location(*own[-1])
@@ -552,7 +552,7 @@ def _run_cells(result: LoadedCode, cell_timeout: float, total_timeout: float) ->
             result.problems.append(CellProblem(cell, "timeout", f"{cell.label}: skipped, the total time limit of "
                                                                 f"{total_timeout:g} s was used up", None))
             continue
-        filename = _cell_file(result.path, cell.number)
+        filename = cell_file(result.path, cell.number)
         _register(filename, cell.source)
         out = _Tail()
         try:

@@ -85,8 +85,9 @@ def call_with_canonical_arguments(builder, cfg):
 class Implementation:
     """An implementation under test: a name and its role builders."""
 
-    def __init__(self, spec, roles, origin=None, notes=(), locate=None):
+    def __init__(self, spec, roles, origin=None, notes=(), locate=None, misplaced=None):
         self.spec = spec
+        self.misplaced = dict(misplaced or {})  # role -> ["Class(...) called with arguments in the wrong order ..."]
         self.roles = dict(roles)
         self.origin = origin or spec
         self.notes = list(notes)  # how the code was loaded and mapped, for the report
@@ -143,7 +144,24 @@ def load_from_path(path):
         return Implementation(path, {}, notes=notes + [loaded.fatal or "nothing could be run"])
     roles = getattr(loaded.module, "CONFORMANCE_ROLES", None)
     if isinstance(roles, dict):
-        return Implementation(path, roles, origin=path, notes=notes, locate=loaded.position)
+        names = {getattr(builder, "__name__", None): role for role, builder in roles.items()}
+        return Implementation(path, roles, origin=path, notes=notes, locate=loaded.position,
+                              misplaced=misplaced_by_role(loaded, names))
     directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     found = discover(vars(loaded.module), loaded.module.__name__, read_overrides(directory))
-    return Implementation(path, found.roles, origin=path, notes=notes + found.describe(), locate=loaded.position)
+    names = {binding.name: role for role, binding in found.bindings.items()}
+    return Implementation(path, found.roles, origin=path, notes=notes + found.describe(), locate=loaded.position,
+                          misplaced=misplaced_by_role(loaded, names))
+
+
+def misplaced_by_role(loaded, role_of_name):
+    """The calls with arguments in the wrong order (``adapters.calls``), under the role of the class making the call
+    (a top-level factory function counts as the model)."""
+    from adapters.calls import read_calls
+    from adapters.loading import cell_file
+    sources = [(cell_file(loaded.path, cell.number), cell.source) for cell in loaded.cells]
+    found = {}
+    for m in read_calls(sources, vars(loaded.module), loaded.module.__name__):
+        role = role_of_name.get(m.caller, "model")
+        found.setdefault(role, []).append(f"{m.message} (at {loaded.position(m.filename, m.line)} in {m.caller})")
+    return found

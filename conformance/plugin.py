@@ -19,7 +19,7 @@ from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole, load_impleme
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, Finding
 
 FAMILIES = ("shapes", "masks", "embeddings", "positional_encoding", "softmax", "norm_order", "parameters",
-            "layer_norm", "behaviour")
+            "layer_norm", "behaviour", "construction")
 CONTRACTS = ("paper", "practice")
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 CHECKER_DIRS = tuple(os.path.join(os.path.dirname(PACKAGE_DIR), d) + os.sep for d in ("conformance", "adapters"))

@@ -267,6 +267,16 @@ MUTANTS = [
        "self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model))")),
 ]
 
+MUTANTS += [
+    # -- construction: arguments passed in the order of the called constructor's signature -----------------
+    M("model_encoder_arguments_swapped", "construction", "model", "Encoder(N, d_model, d_ff, h, dropout): h and d_ff "
+      "swapped in the model's call", ("self.encoder = Encoder(N, d_model, h, d_ff, dropout)",
+                                      "self.encoder = Encoder(N, d_model, d_ff, h, dropout)")),
+    M("encoder_layer_sublayer_arguments_swapped", "construction", "encoder_layer",
+      "SublayerConnection(dropout, d_model) in the encoder layer",
+      ("self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout) for _ in range(2)])",
+       "self.sublayer = nn.ModuleList([SublayerConnection(dropout, d_model) for _ in range(2)])")),
+]
 BY_NAME = {m.name: m for m in MUTANTS}
 if len(BY_NAME) != len(MUTANTS):
     raise ValueError("mutant names must be unique")
