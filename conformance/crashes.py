@@ -71,6 +71,10 @@ def diagnose(exc, tb, is_checker_code, locate=None):
                                             re.search(r"has no attribute '_(modules|parameters|buffers)'", text)):
         return Crash("error.super_init_missing", f"`super().__init__()` missing in {cls_name}.__init__: torch.nn.Module "
                      "must be initialised before sub-modules or parameters are assigned", where)
+    match = re.fullmatch(r"'(\w+)' object has no attribute '(\w+)'", text)
+    if isinstance(exc, AttributeError) and match and cls is not None and cls.__name__ == match[1]:
+        return Crash("error.attribute_never_assigned", f"{name} uses self.{match[2]}, which {match[1]}.__init__ never "
+                     f"assigns (a line missing or misspelled in __init__)", where)
     if isinstance(exc, NameError):
         missing = getattr(exc, "name", None) or text
         source = linecache.getline(filename, line or 0)

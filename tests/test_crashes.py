@@ -59,6 +59,15 @@ BROKEN = textwrap.dedent('''
             return self.sublayer[1](x, self.ffn)
 
 
+    class AttributeNeverAssigned(nn.Module):          # generator
+        def __init__(self, d_model, vocab_size):
+            super().__init__()
+            self.proj = nn.Linear(d_model, vocab_size)
+
+        def forward(self, x):
+            return torch.log_softmax(self.projection(x), dim=-1)
+
+
     def attention_returning_one(query, key, value, mask=None):   # attention
         out, weights = torch.softmax(query @ key.transpose(-2, -1), dim=-1) @ value
         return out
@@ -66,7 +75,8 @@ BROKEN = textwrap.dedent('''
 
     CONFORMANCE_ROLES = {"feed_forward": NoSuperInit, "layer_norm": NestedForward,
                          "sublayer_connection": ReturnsNothing, "multi_head_attention": RenamedSuper,
-                         "encoder_layer": SwappedArguments, "attention": attention_returning_one}
+                         "encoder_layer": SwappedArguments, "attention": attention_returning_one,
+                         "generator": AttributeNeverAssigned}
 ''')
 
 EXPECTED = {
@@ -76,6 +86,7 @@ EXPECTED = {
     "multi_head_attention": ("error.super_names_wrong_class", "super(MultiHeadAttentionOld, self)"),
     "encoder_layer": ("error.arguments_in_wrong_order", "wrong order"),
     "attention": ("error.unpacking_mismatch", "unpack"),
+    "generator": ("error.attribute_never_assigned", "self.projection"),
 }
 
 
