@@ -178,7 +178,7 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits):
     problems = []
     if answer.get("timed_out"):
         result.update(status="timeout", reason=f"did not finish within {limits['timeout']:g} s; stopped")
-    elif sig == signal.SIGXFSZ:
+    elif sig == signal.SIGXFSZ or size >= limits["output_limit"]:
         result.update(status="output limit", reason=f"printed more than {limits['output_limit'] >> 20} MiB; stopped")
     elif sig is not None:
         signame = signal.Signals(sig).name
@@ -224,12 +224,16 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits):
         if integrity.get("reference") and result["status"] == "graded" and not problems:
             result.update(status="reference handed in",
                           reason="the submission hands in the reference implementation (imported "
-                                 + "; ".join(sorted(set(r.split(": ", 1)[1] for r in integrity["reference"]))[:4])
+                                 + "; ".join(sorted(set(r.split(": ", 1)[1].removeprefix("builds ")
+                                                       for r in integrity["reference"]))[:4])
                                  + ")")
     if problems and result["status"] in ("graded", "exited"):
         result.update(status="tampering detected", reason="; ".join(problems[:8]))
     elif problems:
         result["reason"] += "; also " + "; ".join(problems[:4])
+    if result["status"] == "graded" and any("MemoryError" in c["message"] or "can't allocate memory" in c["message"]
+                                            for c in result["checks"]):
+        result["reason"] = f"ran out of memory (limit {limits['memory'] >> 20} MiB) in some checks"
     if size > BIG_OUTPUT and result["status"] == "graded":
         result["reason"] = f"printed {size / (1 << 20):.1f} MiB"
     return result
@@ -303,7 +307,7 @@ class Progress:
             sys.stderr.write("\n")
 
 
-def grade(folder, out=None, jobs=None, timeout=300.0, memory=4 << 30, output_limit=64 << 20, force=False,
+def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_limit=64 << 20, force=False,
           rubric=None, pytest_args=(), progress=True):
     """Grade every submission of ``folder`` and write the reports under ``out``; returns the results by name."""
     from conformance import grade_reports
@@ -366,7 +370,8 @@ def add_arguments(parser):
     parser.add_argument("--out", help="output folder (default: reports/<name of SUBMISSIONS_DIR>/)")
     parser.add_argument("--jobs", "-j", type=int, default=None, help="submissions checked at once (default: cores)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds allowed to a submission (default 300)")
-    parser.add_argument("--memory", type=size, default="4G", help="address space of a submission (default 4G)")
+    parser.add_argument("--memory", type=size, default="2G",
+                        help="memory a submission may take beyond the checker's own (default 2G)")
     parser.add_argument("--output-limit", type=size, default="64M", help="what a submission may print (default 64M)")
     parser.add_argument("--rubric", help="rubric TOML (default: conformance/rubric.toml)")
     parser.add_argument("--force", action="store_true", help="check unchanged submissions again")

@@ -5,8 +5,10 @@ Student code runs in the same process as the checks, so this plugin watches for 
 verdict, and records (in ``integrity.json`` beside the report, read by the grader) what it saw:
 
 - *patched*: a comparison (``torch.allclose``, ``torch.testing.assert_close``, ``numpy.allclose``, ...), a pytest,
-  pluggy or hypothesis internal, or a checker function replaced; found by comparing every callable of those modules
-  (and its ``__code__``) with a snapshot taken before the submission loaded, after every check and at the end;
+  pluggy or hypothesis internal, or a checker function replaced; found by comparing every callable of those modules,
+  every attribute of their classes (and ``torch.Tensor``'s, ``nn.Module``'s, ``numpy.ndarray``'s) and their
+  ``__code__`` with a snapshot taken before the submission loaded, once it has loaded and at the end (the
+  comparisons themselves after every check);
 - *canary*: known-answer probes (``torch.allclose(0, 1)`` must be False, ...) that fail, and torch function or
   dispatch modes left active between checks;
 - *events* (a ``sys.addaudithook`` hook, which Python code cannot remove): forks, subprocesses, ``os.system``,
@@ -52,6 +54,11 @@ EXPECTED_CHANGES = {"sys.unraisablehook", "sys.excepthook", "sys.displayhook", "
 run. (The canaries still test what the checks use.)"""
 LIBRARY_PROGRAMS = {"ldconfig", "file", "git", "hg", "uname", "lscpu", "nvidia-smi", "gcc", "cc", "g++", "c++"}
 """Programs that libraries run to find things out (refused all the same when the submission's code runs them)."""
+CLASS_DUNDERS = {"__eq__", "__ne__", "__bool__", "__call__", "__getattr__", "__getattribute__", "__init__",
+                 "__torch_function__", "__torch_dispatch__", "__lt__", "__le__", "__gt__", "__ge__"}
+CRITICAL = ("torch.allclose", "torch.isclose", "torch.equal", "torch.testing.assert_close", "numpy.allclose",
+            "numpy.isclose", "numpy.array_equal", "math.isclose", "conformance.harness.difference",
+            "conformance.harness.assert_close", "conformance.plugin.classify", "conformance.plugin.findings")
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 STATE = {"patched": [], "canary": [], "events": [], "reference": [], "checks": 0, "started": None}
@@ -76,34 +83,54 @@ def protected_modules():
             yield name, module
 
 
-def snapshot():
-    taken = {}
+def entries():
+    """``(key, value)`` for every callable of the protected modules and every attribute of their classes."""
     for name, module in protected_modules():
         try:
             items = list(vars(module).items())
         except TypeError:
             continue
         for attr, value in items:
-            if callable(value) and not attr.startswith("__"):
-                code = getattr(value, "__code__", None)
-                taken[f"{name}.{attr}"] = (id(value), id(code) if code is not None else None, value, code)
-    return taken
+            if attr.startswith("__") or not callable(value):
+                continue
+            yield f"{name}.{attr}", value
+            if isinstance(value, type) and value.__module__ == name and not name.startswith("torch"):
+                for member, content in list(vars(value).items()):
+                    if (not member.startswith("__") or member in CLASS_DUNDERS) and behaves(content):
+                        yield f"{name}.{attr}.{member}", content
+    for cls in (torch.Tensor, torch.nn.Module, numpy.ndarray):
+        for member, content in list(vars(cls).items()):
+            if not member.startswith("__") or member in CLASS_DUNDERS:
+                yield f"{cls.__module__}.{cls.__name__}.{member}", content
+
+
+def behaves(content):
+    """Methods, properties and other descriptors (not the state a class keeps in its attributes)."""
+    return callable(content) or isinstance(content, (property, classmethod, staticmethod)) or \
+        hasattr(type(content), "__get__")
+
+
+def snapshot():
+    return {key: (value, getattr(value, "__code__", None)) for key, value in entries()}
 
 
 def compare_snapshot():
-    for name, module in protected_modules():
-        try:
-            items = vars(module)
-        except TypeError:
-            continue
-        for attr in list(items):
-            key = f"{name}.{attr}"
-            if key not in _snapshot:
-                continue
-            value = items.get(attr)
-            _, _, original, code = _snapshot[key]
-            if (value is not original or getattr(value, "__code__", None) is not code) and key not in EXPECTED_CHANGES:
+    """Record every entry of the snapshot that was replaced (or whose code was) since it was taken."""
+    now = dict(entries())
+    for key, (original, code) in _snapshot.items():
+        if key in now and key not in EXPECTED_CHANGES:
+            value = now[key]
+            if value is not original or getattr(value, "__code__", None) is not code:
                 record("patched", key)
+
+
+def critical_unchanged():
+    """The cheap check run after every test: the comparisons the checks use are the originals."""
+    for key in CRITICAL:
+        module, _, attr = key.rpartition(".")
+        value = getattr(sys.modules.get(module), attr, None)
+        if key in _snapshot and value is not _snapshot[key][0]:
+            record("patched", key)
 
 
 # -- known answers ------------------------------------------------------------------------------------------
@@ -272,11 +299,16 @@ def inspect_roles(impl):
 def pytest_configure(config):
     if ARMED is None:
         return
-    global _snapshot
     STATE["started"] = time.perf_counter()
-    _snapshot = snapshot()
     os._exit = guarded_exit
     os.register_at_fork(after_in_child=at_fork_child)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    global _snapshot
+    if ARMED is not None:
+        _snapshot = snapshot()  # every plugin configured, the checks collected, the submission not yet loaded
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -287,6 +319,7 @@ def pytest_runtest_setup(item):
     if ARMED is not None and impl is not None and impl is not _impl:
         _impl = impl
         inspect_roles(impl)
+        compare_snapshot()  # what loading the submission changed
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -294,7 +327,7 @@ def pytest_runtest_call(item):
     yield
     if ARMED is not None:
         STATE["checks"] += 1
-        compare_snapshot()
+        critical_unchanged()
         canaries()
 
 

@@ -8,7 +8,7 @@ Protocol: one JSON request per line on stdin, ``{"id", "impl", "work", "report_d
 ``argv[1:]``), which the grader expects to find in every report.
 
 A child starts its own session (its process group is killed when it ends or runs past its time), gets an address
-space limit, a file size limit, stdout and stderr redirected to ``work/output.txt``, ``work`` as its directory,
+space limit (``memory`` bytes beyond what the worker had mapped), a file size limit, stdout and stderr redirected to ``work/output.txt``, ``work`` as its directory,
 HOME and TMPDIR, and ``conformance.integrity`` armed before pytest runs.
 """
 import json
@@ -69,11 +69,14 @@ def child(request, answers, requests):
         os.dup2(null, 0)
         os.dup2(out, 1)
         os.dup2(out, 2)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # (Python ignores it): past the output limit, the run stops
         limit = int(request["output_limit"])
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
         memory = int(request["memory"])
-        if memory > 0:
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        if memory > 0:  # on top of what the worker had mapped already (torch alone maps gigabytes of address space)
+            with open("/proc/self/statm") as f:
+                mapped = int(f.read().split()[0]) * resource.getpagesize()
+            resource.setrlimit(resource.RLIMIT_AS, (mapped + memory, mapped + memory))
         os.chdir(work)
         os.environ.update(HOME=work, TMPDIR=work, TMP=work, TEMP=work)
         import tempfile
