@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import sys
+import textwrap
 import threading
 import time
 import traceback
@@ -541,6 +542,7 @@ def _run_cells(result: LoadedCode, cell_timeout: float, total_timeout: float) ->
     namespace = result.module.__dict__
     deadline = time.monotonic() + total_timeout
     ran = []
+    last_class = None  # the class defined at the end of the latest cell: indented cells may continue it
     for cell in result.cells:
         if cell.magics:
             line, _ = cell.magics[0]
@@ -561,6 +563,11 @@ def _run_cells(result: LoadedCode, cell_timeout: float, total_timeout: float) ->
         except (SyntaxError, ValueError) as exc:
             line = getattr(exc, "lineno", None)
             where = _where(cell, line) if line else cell.label
+            if isinstance(exc, IndentationError) and last_class in namespace and \
+                    _continue_class(namespace[last_class], cell, filename, namespace, out):
+                result.problems.append(CellProblem(cell, "continuation", f"{cell.label}: indented code read as the "
+                                                   f"continuation of class {last_class} (methods attached)", None))
+                continue
             result.problems.append(CellProblem(cell, "syntax", f"{where}: {type(exc).__name__}: "
                                                                f"{getattr(exc, 'msg', exc)}", _file_line(cell, line)))
             continue
@@ -568,6 +575,7 @@ def _run_cells(result: LoadedCode, cell_timeout: float, total_timeout: float) ->
         limit = min(cell_timeout, remaining)
         total = total_timeout if limit < cell_timeout else None
         body, cell_end = ast.parse(cell.source).body, time.monotonic() + limit
+        last_class = body[-1].name if body and isinstance(body[-1], ast.ClassDef) else None
         while True:  # a failed top-level import is recorded and the rest of the cell still runs
             exc = _execute(result, cell, lambda: exec(code, namespace), cell_end, limit, total, out)
             failed = _failed_import(exc, body, filename)
@@ -579,6 +587,26 @@ def _run_cells(result: LoadedCode, cell_timeout: float, total_timeout: float) ->
     # inspect.getsource(cls) searches the module's file for the first class of that name (Python < 3.13): the cells
     # go there latest first, so that a class redefined in a later cell is found in its latest form.
     _register(result.module.__file__, "".join(s if s.endswith("\n") else s + "\n" for s in reversed(ran)))
+
+
+def _continue_class(cls, cell: Cell, filename: str, namespace: dict, out) -> bool:
+    """Attach the functions of an indented ``cell`` to ``cls``: a blog post that splits a class over several code
+    blocks (the later ones indented, often with a tab). False when the dedented cell is not just definitions."""
+    lines = [line.expandtabs(4) for line in cell.source.splitlines(True)]
+    source = textwrap.dedent("".join(lines))
+    try:
+        with contextlib.redirect_stderr(out):
+            tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    if not tree.body or not all(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in tree.body):
+        return False
+    _register(filename, source)
+    defined = {}
+    exec(compile(tree, filename, "exec", dont_inherit=True), namespace, defined)
+    for name, function in defined.items():
+        setattr(cls, name, function)
+    return True
 
 
 def _import_package(result: LoadedCode, cell_timeout: float) -> None:
