@@ -227,6 +227,9 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits):
                                  + "; ".join(sorted(set(r.split(": ", 1)[1].removeprefix("builds ")
                                                        for r in integrity["reference"]))[:4])
                                  + ")")
+    refused = [f"refused: {e}" for e in integrity.get("processes", [])] if integrity else []
+    if refused:
+        result["reason"] = "; ".join(filter(None, [result["reason"]] + refused[:4]))
     if problems and result["status"] in ("graded", "exited"):
         result.update(status="tampering detected", reason="; ".join(problems[:8]))
     elif problems:

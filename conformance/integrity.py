@@ -52,7 +52,9 @@ EXPECTED_CHANGES = {"sys.unraisablehook", "sys.excepthook", "sys.displayhook", "
                     "torch.manual_seed"}
 """Replaced by pytest's own plugins, hypothesis (which wraps torch.manual_seed) or this plugin while the checks
 run. (The canaries still test what the checks use.)"""
-LIBRARY_PROGRAMS = {"ldconfig", "file", "git", "hg", "uname", "lscpu", "nvidia-smi", "gcc", "cc", "g++", "c++"}
+FILE_HELPERS = ("pathlib.py", "shutil.py", "codecs.py", "_pyio.py", "os.py", "glob.py", "subprocess.py",
+                "genericpath.py", "io.py")
+LIBRARY_PROGRAMS = {"fc-list", "fc-match", "ldconfig", "file", "git", "hg", "uname", "lscpu", "nvidia-smi", "gcc", "cc", "g++", "c++"}
 """Programs that libraries run to find things out (refused all the same when the submission's code runs them)."""
 CLASS_DUNDERS = {"__eq__", "__ne__", "__bool__", "__call__", "__getattr__", "__getattribute__", "__init__",
                  "__torch_function__", "__torch_dispatch__", "__lt__", "__le__", "__gt__", "__ge__"}
@@ -61,7 +63,10 @@ CRITICAL = ("torch.allclose", "torch.isclose", "torch.equal", "torch.testing.ass
             "conformance.harness.assert_close", "conformance.plugin.classify", "conformance.plugin.findings")
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
-STATE = {"patched": [], "canary": [], "events": [], "reference": [], "checks": 0, "started": None}
+PROCESS_EVENTS = ("os.fork", "os.forkpty", "subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec",
+                  "pty.spawn", "os.startfile")
+"""Refused, and reported, but not counted as tampering: a notebook may well try to run pip or nvidia-smi."""
+STATE = {"patched": [], "canary": [], "events": [], "processes": [], "reference": [], "checks": 0, "started": None}
 _snapshot = {}
 _in_hook = False
 _real_exit = os._exit
@@ -182,6 +187,14 @@ def student_frame():
     return None
 
 
+def caller():
+    """The file of the code that asked for the operation (through pathlib, shutil, io or os: their caller)."""
+    frame = sys._getframe(3)
+    while frame is not None and frame.f_code.co_filename.endswith(FILE_HELPERS):
+        frame = frame.f_back
+    return frame.f_code.co_filename if frame is not None else ""
+
+
 def inside(path, directory):
     path = os.path.realpath(os.fsdecode(path)) if isinstance(path, (str, bytes, os.PathLike)) else ""
     return path == directory or path.startswith(directory + os.sep)
@@ -197,14 +210,14 @@ def audit(event, args):
     finally:
         _in_hook = False
     if refusal:
-        record("events", refusal)
+        record("processes" if event.startswith(PROCESS_EVENTS) else "events", refusal)
         raise PermissionError(f"refused while grading: {refusal}")
 
 
 def judge(event, args):
     """The reason to refuse ``event``, or None (recording what is only suspicious)."""
     work = ARMED["work"]
-    if event == "subprocess.Popen" and not student_frame() and \
+    if event == "subprocess.Popen" and not caller().startswith(ARMED["work"]) and \
             os.path.basename(os.fsdecode(args[0] or args[1][0])) in LIBRARY_PROGRAMS:
         return None  # ctypes.util.find_library, platform, version probes of libraries
     if event in ("os.fork", "os.forkpty", "subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec",
@@ -222,7 +235,7 @@ def judge(event, args):
             return f"writing {path}"
         if path.startswith("/proc/") and path.split("/")[2].isdigit() and int(path.split("/")[2]) != os.getpid():
             return f"reading {path}"
-        if path.startswith(CHECKER_FILES) and student_frame():
+        if path.startswith(CHECKER_FILES) and caller().startswith(ARMED["work"]):
             return f"reading the checker's file {path}"
         return None
     if event in ("os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate",
@@ -234,7 +247,7 @@ def judge(event, args):
         target = args[0]
         module = getattr(target, "__module__", "") if isinstance(target, type) else ""
         if isinstance(module, str) and module.split(".")[0] in PROTECTED_TYPES_MODULES:
-            where = sys._getframe(2).f_code.co_filename  # the code that assigns (not what it was called from)
+            where = caller()  # the code that assigns (not what it was called from)
             if where.startswith(ARMED["work"]):
                 record("patched", f"{module}.{target.__name__}.{args[1]} (set from {os.path.basename(where)})")
         return None
@@ -350,7 +363,7 @@ def pytest_unconfigure(config):
     if pe is not None:
         with open(os.path.join(directory, "pe.json"), "w") as f:
             json.dump(pe, f)
-    data = {k: STATE[k] for k in ("patched", "canary", "events", "reference", "checks")}
+    data = {k: STATE[k] for k in ("patched", "canary", "events", "processes", "reference", "checks")}
     data.update(nonce=ARMED["nonce"], exitstatus=STATE["exitstatus"], checks_s=time.perf_counter() - STATE["started"])
     with open(os.path.join(directory, "integrity.json"), "w") as f:
         json.dump(data, f)

@@ -57,7 +57,7 @@ def test_the_honest_buggy_submission_is_graded_with_its_failure(graded):
 @pytest.mark.parametrize("name, words", [
     ("patch_allclose", "torch.allclose"), ("patch_numpy", "numpy"), ("patch_pytest", "patched"),
     ("patch_hypothesis", "hypothesis"), ("comparison_mode", "mode"), ("exit_in_forward", "os._exit"),
-    ("write_reports", "refused"), ("read_grader", "refused: reading"), ("fork", "os.fork"),
+    ("write_reports", "refused"), ("read_grader", "refused: reading"),
 ])
 def test_tampering_is_detected_and_scores_nothing(graded, name, words):
     result = graded[0][name]
@@ -70,6 +70,12 @@ def test_patches_do_not_hide_the_failure_from_the_verdicts(graded):
     # the comparison patches are refused by nothing, but the checks' own failure of the scale is still observed
     result = graded[0]["patch_numpy"]
     assert any(c["verdict"] == "fail" for c in result["checks"])
+
+
+def test_forks_and_subprocesses_are_refused_and_said(graded):
+    result = graded[0]["fork"]
+    assert result["status"] == "graded"
+    assert "refused: os.fork" in result["reason"] and "refused: subprocess.Popen ('sleep'" in result["reason"]
 
 
 def test_reference_handed_in_is_reported(graded):

@@ -1,0 +1,95 @@
+"""Throughput of ``python -m conformance grade``: a class of 50 submissions (the reference and the buggy variants of
+``tests/mutants.py``, half as .py files, half as notebooks) graded with every core, against the time to merely
+execute the same notebooks with ``jupyter nbconvert --execute`` (``pip install nbconvert ipykernel``).
+
+    python benchmarks/bench_grading.py [--count 50] [--jobs N] [-- PYTEST ARGS, e.g. -m multi_head_attention]
+
+Prints the total wall time, the mean per-submission overhead beyond the checks themselves (a submission's wall
+time in the grader minus the time its pytest session ran), and the nbconvert times.
+"""
+import argparse
+import concurrent.futures
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from conformance import grading  # noqa: E402
+from tests import mutants  # noqa: E402
+
+
+def notebook(source):
+    """The source as a notebook, one cell per top-level block."""
+    cells = [nbformat.v4.new_code_cell(block.strip()) for block in source.split("\n\n\n") if block.strip()]
+    return nbformat.writes(nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}))
+
+
+def build(folder, count):
+    folder.mkdir(parents=True)
+    sources = [("reference", mutants.reference_source())] + [(m.name, mutants.header(m) + mutants.apply(m))
+                                                             for m in mutants.MUTANTS]
+    notebooks = []
+    for i in range(count):
+        name, source = sources[i % len(sources)]
+        if i % 2:
+            path = folder / f"s{i:02d}_{name}.ipynb"
+            path.write_text(notebook(source))
+            notebooks.append(path)
+        else:
+            (folder / f"s{i:02d}_{name}.py").write_text(source)
+    return notebooks
+
+
+def nbconvert(path, out):
+    command = ["jupyter", "nbconvert", "--to", "notebook", "--execute", "--output-dir", str(out), str(path)]
+    return subprocess.run(command, capture_output=True, text=True).returncode
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=50)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count())
+    parser.add_argument("--no-nbconvert", action="store_true")
+    args, pytest_args = parser.parse_known_args()
+    pytest_args = [a for a in pytest_args if a != "--"]
+    root = Path(tempfile.mkdtemp(prefix="bench-grading-"))
+    try:
+        notebooks = build(root / "class", args.count)
+        started = time.perf_counter()
+        results = grading.grade(root / "class", root / "out", jobs=args.jobs, pytest_args=pytest_args, force=True)
+        total = time.perf_counter() - started
+        graded = [r for r in results.values() if r.get("checks_s") is not None]
+        overhead = [r["wall_s"] - r["checks_s"] for r in graded]
+        statuses = {}
+        for r in results.values():
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        print(f"graded {len(results)} submissions ({len(notebooks)} notebooks) with {args.jobs} jobs "
+              f"{' '.join(pytest_args)}: {total:.1f} s in all ({total / len(results):.2f} s per submission); "
+              f"statuses {statuses}")
+        print(f"checks alone: mean {statistics.mean(r['checks_s'] for r in graded):.2f} s per submission; "
+              f"overhead beyond the checks: mean {statistics.mean(overhead):.3f} s, "
+              f"median {statistics.median(overhead):.3f} s, max {max(overhead):.3f} s")
+        if not args.no_nbconvert and shutil.which("jupyter"):
+            started = time.perf_counter()
+            with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+                codes = list(pool.map(lambda p: nbconvert(p, root / "executed"), notebooks))
+            executed = time.perf_counter() - started
+            print(f"jupyter nbconvert --execute of the {len(notebooks)} notebooks alone ({args.jobs} at a time): "
+                  f"{executed:.1f} s ({executed / len(notebooks):.2f} s per notebook, {codes.count(0)} succeeded); "
+                  f"grading took {total / len(results):.2f} s per submission")
+        elif not args.no_nbconvert:
+            print("jupyter is not installed (pip install nbconvert ipykernel): no nbconvert comparison")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""``python -m conformance grade``: a class made of the five seeds (read in place), the reference and buggy
+variants gives every report file with one row each; unchanged submissions are not checked again; scores follow
+the rubric; the HTML page renders in a real browser."""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conformance import grade_reports, grading
+from tests import mutants
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = ROOT.parent / "shared" / "seeds"
+BUGS = ["attention_unscaled", "attention_scale_d_k"]
+SELECTION = ["-m", "multi_head_attention"]  # a few checks keep the tests quick
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("class")
+    folder = root / "class"
+    folder.mkdir()
+    for seed in sorted(SEEDS.glob("*.txt")):
+        (folder / seed.name).symlink_to(seed)  # read in place
+    shutil.copy(ROOT / "reference" / "transformer.py", folder / "reference_copy.py")
+    for name in BUGS:
+        mutants.write(mutants.BY_NAME[name], folder)
+    out = root / "out"
+    results = grading.grade(folder, out, jobs=2, timeout=240, pytest_args=SELECTION, progress=False)
+    return folder, out, results
+
+
+def names(folder):
+    return {name for name, _ in grading.discover(folder)}
+
+
+def test_every_report_file_with_one_row_each(graded):
+    folder, out, results = graded
+    expected = names(folder)
+    assert len(expected) == len(list(SEEDS.glob("*.txt"))) + 1 + len(BUGS)
+    assert set(results) == expected
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["name"] for r in summary["submissions"]] == list(results)
+    with open(out / "summary.csv") as f:
+        assert sorted(r["name"] for r in csv.DictReader(f)) == sorted(expected)
+    markdown = (out / "summary.md").read_text()
+    assert all(f"| {name} " in markdown for name in expected)
+    html = (out / "index.html").read_text()
+    assert html.count("<tr class='submission'>") == len(expected)
+    suites = ET.parse(out / "junit.xml").getroot()
+    assert sorted(s.get("name") for s in suites.iter("testsuite")) == sorted(expected)
+    for name in expected:
+        feedback = (out / "feedback" / f"{name}.md").read_text()
+        assert feedback.startswith(f"# Feedback for {name}")
+        gradescope = json.loads((out / "gradescope" / name / "results.json").read_text())
+        assert {"score", "max_score", "tests"} <= set(gradescope)
+        assert all({"name", "score", "max_score", "output"} <= set(t) for t in gradescope["tests"])
+    assert not list(out.rglob("*.partial"))
+
+
+def test_verdicts_and_scores(graded):
+    _, out, results = graded
+    assert results["reference_copy"]["status"] == "graded" and results["reference_copy"]["score"] == 100
+    for name in BUGS:
+        bug = results[name]
+        assert bug["status"] == "graded" and bug["score"] < 100
+        assert any(c["verdict"] == "fail" and c["cause"].startswith("multi_head_attention.scale")
+                   for c in bug["checks"]), bug["checks"]
+        feedback = (out / "feedback" / f"{name}.md").read_text()
+        assert "**fail** `scores_scaled_by_inverse_sqrt_d_k`" in feedback
+        assert "What the paper requires: §3.2.2" in feedback
+    for name, result in results.items():
+        assert result["status"] in ("graded", "reference handed in", "exited", "timeout", "crashed"), name
+        assert 0 <= result["score"] <= result["max_score"]
+
+
+def test_feedback_names_the_line_of_an_error(graded):
+    folder, out, results = graded
+    located = [c for r in results.values() for c in r["checks"] if c["verdict"] == "error" and "(at " in c["message"]]
+    for check in located:
+        assert "/tmp/grade-" not in check["message"]  # the grader's scratch folder never shows
+
+
+def test_pictures(graded):
+    pytest.importorskip("matplotlib")
+    _, out, results = graded
+    assert (out / "figures" / "verdicts.png").stat().st_size > 1000
+    assert (out / "figures" / "reference_copy-pe.png").stat().st_size > 1000
+    assert "data:image/png;base64," in (out / "index.html").read_text()
+
+
+def test_unchanged_submissions_are_not_checked_again(graded, tmp_path):
+    folder, out, results = graded
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    again = grading.grade(folder, copy, jobs=2, pytest_args=SELECTION, progress=False)
+    assert {n: r["wall_s"] for n, r in again.items()} == {n: r["wall_s"] for n, r in results.items()}
+
+
+def test_a_changed_submission_is_checked_again(tmp_path):
+    folder = tmp_path / "class"
+    mutants.write(mutants.BY_NAME["attention_unscaled"], folder)
+    selection = ["-m", "subsequent_mask"]
+    first = grading.grade(folder, tmp_path / "out", jobs=1, pytest_args=selection, progress=False)
+    path = folder / "attention_unscaled.py"
+    path.write_text(path.read_text() + "\n# changed\n")
+    second = grading.grade(folder, tmp_path / "out", jobs=1, pytest_args=selection, progress=False)
+    assert second["attention_unscaled"]["wall_s"] != first["attention_unscaled"]["wall_s"]
+    forced = grading.grade(folder, tmp_path / "out", jobs=1, pytest_args=selection, progress=False, force=True)
+    assert forced["attention_unscaled"]["wall_s"] != second["attention_unscaled"]["wall_s"]
+
+
+def test_rubric_weights_and_credit(tmp_path):
+    checks = [dict(component="attention", family="softmax", check="a", verdict="pass"),
+              dict(component="attention", family="shapes", check="b", verdict="fail"),
+              dict(component="encoder", family="norm_order", check="c", verdict="deviation")]
+    result = dict(status="graded", checks=checks)
+    rubric = grading.load_rubric()
+    grading.score(result, rubric)
+    # attention: softmax (2) passed, shapes (1) failed -> 2/3; encoder: deviation credited 1.0; weights 3 and 1
+    assert result["score"] == pytest.approx(100 * (3 * 2 / 3 + 1 * 1) / 4, abs=0.01)
+    custom = tmp_path / "rubric.toml"
+    custom.write_text('[score]\nmax = 10\n[credit]\npass = 1.0\ndeviation = 0.5\n[components]\nattention = 1\n'
+                      'encoder = 1\n[families]\n[checks]\n"attention/b" = 3\n')
+    grading.score(result, grading.load_rubric(custom))
+    assert result["score"] == pytest.approx(10 * (1 / 4 + 0.5) / 2, abs=0.01)
+    result["status"] = "tampering detected"
+    assert grading.score(result, rubric)["score"] == 0
+
+
+def test_command_line(tmp_path):
+    folder = tmp_path / "class"
+    mutants.write(mutants.BY_NAME["attention_unscaled"], folder)
+    done = subprocess.run([sys.executable, "-m", "conformance", "grade", str(folder), "--out", str(tmp_path / "out"),
+                           "--jobs", "1", "-m", "subsequent_mask"], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "passed 1, failed 0" in done.stderr  # the progress line's running counts
+    assert (tmp_path / "out" / "index.html").exists()
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def test_the_html_page_renders_in_a_headless_browser(graded, tmp_path):
+    browser = chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install chromium); the page cannot be rendered")
+    _, out, results = graded
+    page = (out / "index.html").resolve().as_uri()
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", f"--user-data-dir={tmp_path}"]
+    dom = subprocess.run([browser, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count('<tr class="submission">') == len(results)
+    shot = tmp_path / "page.png"
+    subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,900", page], capture_output=True,
+                   timeout=120)
+    assert shot.exists() and shot.stat().st_size > 5000
