@@ -11,6 +11,7 @@ A child starts its own session (its process group is killed when it ends or runs
 space limit (``memory`` bytes beyond what the worker had mapped), a file size limit, stdout and stderr redirected to ``work/output.txt``, ``work`` as its directory,
 HOME and TMPDIR, and ``conformance.integrity`` armed before pytest runs.
 """
+import gc
 import json
 import os
 import resource
@@ -30,7 +31,8 @@ import adapters.discovery  # noqa: F401
 import adapters.loading  # noqa: F401
 
 PYTEST_BASE = ["--pyargs", "conformance", "-q", "-p", "no:cacheprovider", "-p", "conformance.integrity",
-               "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+               "-W", "ignore::pytest.PytestAssertRewriteWarning",
+               "-p", "no:unraisableexception"]  # its cleanup collects garbage again and again: seconds a child
 
 
 class Collector:
@@ -115,7 +117,12 @@ def main():
         while line:
             line = line[os.write(answers, line):]
 
-    answer({"ready": True, "nodeids": collect(args)})
+    nodeids = collect(args)
+    integrity.canaries()  # their first call imports much of torch (torch.testing): once here, not in every child
+    integrity.STATE["canary"].clear()
+    gc.collect()
+    gc.freeze()  # what is imported stays out of every child's collections (and its pages stay shared)
+    answer({"ready": True, "nodeids": nodeids})
     running, buffer, closed = {}, b"", False
     while running or not closed:
         if not closed:
