@@ -193,6 +193,8 @@ class Binding:
     constructor: dict = field(default_factory=dict)   # argument -> what feeds it
     call: list = field(default_factory=list)           # forward argument -> canonical input
     notes: list = field(default_factory=list)
+    works: bool = True
+    """False when bound although it fails under the canonical call (the best candidate there was)."""
 
     def describe(self):
         parts = [f"{self.role}: {self.name}"]
@@ -280,11 +282,13 @@ def build_sub_block(binding, cfg, bindings, depth):
     """A sub-block handed to a constructor (``EncoderBlock(features, attention_block, ...)``): the candidate's own,
     or, when the candidate's cannot even be built (its own checks report why), the reference's, so that the
     enclosing block's own code is still checked (the mapping notes say so)."""
+    from conformance.interface import call_with_canonical_arguments
+    from reference.transformer import CONFORMANCE_ROLES as REFERENCE
+    if not binding.works:
+        return call_with_canonical_arguments(REFERENCE[binding.role], cfg)
     try:
         return build_from_plan(binding, cfg, bindings, depth)
     except Exception:  # the candidate's own code; its role's checks report the error
-        from conformance.interface import call_with_canonical_arguments
-        from reference.transformer import CONFORMANCE_ROLES as REFERENCE
         return call_with_canonical_arguments(REFERENCE[binding.role], cfg)
 
 
@@ -337,10 +341,23 @@ MASK_CONVENTIONS = {
 }
 
 
+HEAD_AXIS = "+heads"
+"""Suffix of a convention whose masks carry a head axis: (batch, 1, Lq|1, Lk), for code that applies the mask to
+the (batch, h, Lq, Lk) scores without adding the axis itself."""
+
+
+def describe_convention(convention):
+    base = convention.removesuffix(HEAD_AXIS)
+    return MASK_CONVENTIONS[base] + ("; masks given a head axis (batch, 1, Lq, Lk)" if base != convention else "")
+
+
 def to_convention(mask, convention):
     """Convert a canonical mask (bool, True = may attend) into the implementation's convention."""
     if mask is None or not isinstance(mask, torch.Tensor):
         return mask
+    if convention.endswith(HEAD_AXIS):
+        mask = mask.unsqueeze(1) if mask.dim() == 3 else mask
+        convention = convention.removesuffix(HEAD_AXIS)
     if convention == "blocked":
         return ~mask
     if convention == "additive":
@@ -419,6 +436,7 @@ def from_convention(mask, convention):
     """An implementation's mask (any convention) as a canonical boolean mask, True = may attend."""
     if not isinstance(mask, torch.Tensor):
         return mask
+    convention = (convention or "keep").removesuffix(HEAD_AXIS)
     if convention == "additive":
         return mask == 0
     return (mask == 0) if convention == "blocked" else (mask != 0)
@@ -548,7 +566,12 @@ class Discovery:
 
     def describe(self):
         lines = [b.describe() for b in self.bindings.values()]
-        return lines + [f"masks: {MASK_CONVENTIONS[self.convention]}"] + self.notes
+        return lines + [f"masks: {describe_convention(self.convention)}"] + self.notes
+
+    @property
+    def unusable(self):
+        """How many roles were bound although they fail under the canonical call."""
+        return sum("does not work under the canonical call" in note for note in self.notes)
 
 
 def discover(namespace, module_name, overrides=None):
@@ -556,7 +579,8 @@ def discover(namespace, module_name, overrides=None):
     found = candidates(namespace, module_name)
     overrides = overrides or {}
     bindings, roles, notes, taken = {}, {}, [], set()
-    convention = overrides.get("masks", {}).get("convention", "keep")
+    masks = overrides.get("masks", {})
+    convention = masks.get("convention", "keep") + (HEAD_AXIS if masks.get("head_axis") else "")
     for role in ROLE_ORDER:
         forced = overrides.get("roles", {}).get(role)
         options = [(1.0, forced, namespace[forced])] if forced in namespace else ranked(role, found, taken)
@@ -584,6 +608,7 @@ def discover(namespace, module_name, overrides=None):
             roles.pop(role)
         if first_failure and role not in bindings:
             binding, problem = first_failure
+            binding.works = False
             notes.append(f"{role}: {binding.name} does not work under the canonical call ({problem})")
             try:
                 if inspect.isclass(binding.target):
@@ -597,15 +622,21 @@ def discover(namespace, module_name, overrides=None):
         if role == "subsequent_mask" and role in bindings and "convention" not in overrides.get("masks", {}):
             inferred = infer_convention(bindings[role].target)
             if inferred and inferred != convention:
-                return discover(namespace, module_name, {**overrides, "masks": {"convention": inferred}})
+                return discover(namespace, module_name, {**overrides, "masks": {**masks, "convention": inferred}})
     for binding in bindings.values():
         for source in binding.constructor.values():
             sub = bindings.get(source[5:]) if source.startswith("role:") else None
-            problem = builds(sub, bindings) if sub is not None else None
+            problem = None if sub is None else builds(sub, bindings) if sub.works else "it fails under the canonical call"
             if problem:
                 notes.append(f"{binding.role}: built with the reference's {sub.role} in place of {sub.name}, which "
-                             f"cannot be built ({problem[:120]})")
-    return Discovery(roles, bindings, convention, notes)
+                             f"does not work ({problem[:120]})")
+    found = Discovery(roles, bindings, convention, notes)
+    if found.unusable and "head_axis" not in masks:
+        with_heads = discover(namespace, module_name, {**overrides, "masks": {
+            **masks, "convention": convention.removesuffix(HEAD_AXIS), "head_axis": True}})
+        if with_heads.unusable < found.unusable:
+            return with_heads
+    return found
 
 
 def infer_convention(helper):
