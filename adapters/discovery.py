@@ -261,6 +261,7 @@ def build_from_plan(binding, cfg, bindings, depth=0):
     if depth > 4:
         raise RecursionError("sub-blocks nest too deeply")
     kwargs = {}
+    vocabularies = sub_block_vocabularies(binding.constructor, cfg) if binding.role == "model" else {}
     for argument, source in binding.constructor.items():
         if argument == "**":
             inner = bindings.get(stack_layer_role(binding.role))
@@ -269,13 +270,29 @@ def build_from_plan(binding, cfg, bindings, depth=0):
                     if not inner_source.startswith("role:") and inner_source != "layers" and name != "**":
                         kwargs[name] = canonical_value(inner_source, cfg, inner.role)
         elif source.startswith("role:"):
-            kwargs[argument] = build_sub_block(bindings[source[5:]], cfg, bindings, depth + 1)
+            sub_cfg = dataclasses.replace(cfg, vocab_size=vocabularies[argument]) if argument in vocabularies else cfg
+            kwargs[argument] = build_sub_block(bindings[source[5:]], sub_cfg, bindings, depth + 1)
         elif source == "layers":
             layer = bindings[stack_layer_role(binding.role) or "encoder_layer"]
             kwargs[argument] = nn.ModuleList(build_from_plan(layer, cfg, bindings, depth + 1) for _ in range(cfg.N))
         else:
             kwargs[argument] = canonical_value(source, cfg, binding.role)
     return binding.target(**kwargs)
+
+
+SOURCE_WORDS, TARGET_WORDS = ("src", "source", "input", "enc"), ("tgt", "trg", "target", "output", "dec")
+
+
+def sub_block_vocabularies(constructor, cfg):
+    """``{argument: vocabulary size}`` for the embeddings and generator a model receives built: the source side
+    gets src_vocab, the target side and the generator tgt_vocab (by the argument's name, else by order)."""
+    sizes, embeddings = {}, [a for a, s in constructor.items() if s == "role:embedding"]
+    for i, argument in enumerate(embeddings):
+        name = argument.lower()
+        target = any(w in name for w in TARGET_WORDS) or (i > 0 and not any(w in name for w in SOURCE_WORDS))
+        sizes[argument] = cfg.tgt_vocab if target else cfg.src_vocab
+    sizes.update({a: cfg.tgt_vocab for a, s in constructor.items() if s == "role:generator"})
+    return sizes
 
 
 def build_sub_block(binding, cfg, bindings, depth):
@@ -388,7 +405,15 @@ def first_tensor(result):
     return result
 
 
-class Adapted(nn.Module):
+class Transparent(nn.Module):
+    """A wrapper whose parameters are named as in the wrapped module (``w_q.weight``, not ``inner.w_q.weight``), so
+    that checks matching parameter names (the reference's weights copied by name) see the candidate's own."""
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self.inner.named_parameters(prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate)
+
+
+class Adapted(Transparent):
     """A candidate module under the canonical call of its role (inputs by name, masks converted)."""
 
     def __init__(self, inner, role, convention):
@@ -410,18 +435,33 @@ def adapt_arguments(arguments, canonical, args, convention):
             for name, c in arguments if c in named}
 
 
-class AdaptedModel(nn.Module):
-    """A model called through its ``encode`` and ``decode`` methods (decoder output, before the generator)."""
+class AdaptedModel(Transparent):
+    """A model with ``encode`` and ``decode`` methods: called through its own ``forward`` when that takes the source
+    and the target and returns the decoder output (``d_model`` features; what the forward does between the two
+    stacks is part of the model), else through ``encode`` and ``decode`` (a forward returning log-probabilities,
+    or none at all)."""
 
-    def __init__(self, inner, convention):
+    def __init__(self, inner, convention, d_model=None):
         super().__init__()
-        self.inner, self.convention = inner, convention
+        self.inner, self.convention, self.d_model = inner, convention, d_model
         self.encode_arguments = plan_arguments(inner.encode, ["src", "src_mask"])
         self.decode_arguments = plan_arguments(inner.decode, ["memory", "src_mask", "tgt", "tgt_mask"])
+        own_forward = type(inner).forward is not nn.Module.forward
+        planned = {c for _, c in plan_arguments(inner, CANONICAL_CALLS["model"])} if own_forward else set()
+        self.forward_arguments = plan_arguments(inner, CANONICAL_CALLS["model"]) if {"src", "tgt"} <= planned else None
 
     def forward(self, src, tgt, src_mask, tgt_mask):
         named = {"src": src, "tgt": tgt, "src_mask": to_convention(src_mask, self.convention),
                  "tgt_mask": to_convention(tgt_mask, self.convention)}
+        if self.forward_arguments is not None:
+            try:
+                out = first_tensor(self.inner(**{n: named[c] for n, c in self.forward_arguments}))
+            except TypeError:  # a forward that does not fit the canonical call: encode and decode are used
+                self.forward_arguments = None
+            else:
+                if isinstance(out, torch.Tensor) and out.dim() == 3 and out.size(-1) == self.d_model:
+                    return out
+                self.forward_arguments = None  # log-probabilities or logits: the decoder output comes from decode
         named["memory"] = first_tensor(self.inner.encode(**{n: named[c] for n, c in self.encode_arguments}))
         return first_tensor(self.inner.decode(**{n: named[c] for n, c in self.decode_arguments}))
 
@@ -480,7 +520,7 @@ def module_builder(binding, bindings, convention):
         cfg = Config(**cfg_values)
         inner = build_from_plan(binding, cfg, bindings)
         if binding.role == "model" and hasattr(inner, "encode") and hasattr(inner, "decode"):
-            return AdaptedModel(inner, convention)
+            return AdaptedModel(inner, convention, cfg.d_model)
         return Adapted(inner, binding.role, convention)
     build.__name__ = f"build_{binding.role}"
     return build
@@ -627,7 +667,8 @@ def discover(namespace, module_name, overrides=None):
         for source in binding.constructor.values():
             sub = bindings.get(source[5:]) if source.startswith("role:") else None
             problem = None if sub is None else builds(sub, bindings) if sub.works else "it fails under the canonical call"
-            if problem:
+            if problem and not any(n.startswith(f"{binding.role}: built with the reference's {sub.role} ")
+                                   for n in notes):
                 notes.append(f"{binding.role}: built with the reference's {sub.role} in place of {sub.name}, which "
                              f"does not work ({problem[:120]})")
     found = Discovery(roles, bindings, convention, notes)
