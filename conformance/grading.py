@@ -117,7 +117,7 @@ class Worker:
 
 
 # -- one submission ---------------------------------------------------------------------------------------------
-def check_submission(worker, name, path, limits):
+def check_submission(worker, name, path, limits, private=()):
     """Check one submission in its own process; the result dict (verdicts, status, timings)."""
     scratch = Path(tempfile.mkdtemp(prefix="grade-"))
     try:
@@ -127,9 +127,11 @@ def check_submission(worker, name, path, limits):
         copy = work / path.name
         (shutil.copytree if path.is_dir() else shutil.copy2)(path, copy)
         nonce = secrets.token_hex(16)
+        private = [*private, os.path.join(os.path.realpath(tempfile.gettempdir()), "grade-")]
         started = time.perf_counter()
         answer = worker.submit(dict(id=secrets.token_hex(8), impl=str(copy), work=str(work),
-                                    report_dir=str(report_dir), nonce=nonce, args=[], **limits)).result()
+                                    report_dir=str(report_dir), nonce=nonce, args=[], private=private,
+                                    **limits)).result()
         result = judge(name, path, answer, work, report_dir, nonce, worker.nodeids, limits)
         result["wall_s"] = round(time.perf_counter() - started, 3)
         return result
@@ -338,7 +340,8 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
         worker = Worker(pytest_args)
         try:
             with concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
-                futures = {pool.submit(check_submission, worker, name, path, limits): (name, path, key)
+                private = [str(out.resolve())]
+                futures = {pool.submit(check_submission, worker, name, path, limits, private): (name, path, key)
                            for name, path, key in todo}
                 for future in concurrent.futures.as_completed(futures):
                     name, path, key = futures[future]

@@ -35,7 +35,8 @@ import pytest
 import torch
 
 ARMED = None
-"""Set by the worker before the run: ``{"work": dir, "report_dir": dir, "nonce": str}``."""
+"""Set by the worker before the run: ``{"work": dir, "report_dir": dir, "nonce": str, "private": [path prefix]}``
+(private: the grader's output folder and the other submissions' scratch folders, neither read nor written)."""
 
 REFERENCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference") + os.sep
 CHECKER_FILES = tuple(os.path.join(os.path.dirname(REFERENCE_DIR[:-1]), d) + os.sep
@@ -233,6 +234,9 @@ def judge(event, args):
         writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (flags or 0) & WRITE_FLAGS
         if writing and not inside(path, work) and not allowed_write(path):
             return f"writing {path}"
+        if any(inside(path, d) or path.startswith(d) for d in ARMED.get("private", ())) \
+                and not inside(path, work) and not inside(path, ARMED["report_dir"]):
+            return f"reading {path}"
         if path.startswith("/proc/") and path.split("/")[2].isdigit() and int(path.split("/")[2]) != os.getpid():
             return f"reading {path}"
         if path.startswith(CHECKER_FILES) and caller().startswith(ARMED["work"]):

@@ -85,7 +85,7 @@ def child(request, answers, requests):
         tempfile.tempdir = None
         hypothesis.configuration.set_hypothesis_home_dir(os.path.join(work, ".hypothesis"))
         integrity.ARMED = {"work": work, "report_dir": os.path.realpath(request["report_dir"]),
-                           "nonce": request["nonce"]}
+                           "nonce": request["nonce"], "private": request.get("private", [])}
         report = os.path.join(request["report_dir"], "report.json")
         code = pytest.main([*PYTEST_BASE, f"--impl={request['impl']}", f"--report-json={report}",
                             *request["args"]])
