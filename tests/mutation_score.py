@@ -27,10 +27,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests import mutants as catalogue  # noqa: E402
+from conformance.verdicts import SEVERITY  # noqa: E402
 from tests.mutants import FAMILIES, StaleMutant  # noqa: E402
 
 FLAGGED = ("fail", "error")
-SEVERITY = {"pass": 0, "missing": 1, "deviation": 2, "fail": 3, "error": 4}
 
 
 def family_checks(family):
