@@ -94,7 +94,9 @@ def test_hard_coded_outputs_and_lying_tensors_fail(graded):
     result = graded[0]["hardcoded"]
     assert result["status"] == "graded"
     mha = [c for c in result["checks"] if c["component"] == "multi_head_attention"]
-    assert mha and not any(c["verdict"] == "pass" for c in mha)
+    # checks that never look at an output (the constructor's signature, ...) may pass; those that do, fail
+    assert mha and sum(c["verdict"] == "fail" for c in mha) > len(mha) // 2
+    assert result["score"] < 25
     assert any(c["cause"] == "multi_head_attention.output_not_tensor" for c in mha)
 
 
