@@ -175,6 +175,7 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits):
     result = dict(name=name, submission=path.name, status="graded", reason="", checks=[], notes=[],
                   output_bytes=size, output_tail=tail, maxrss_mb=round(answer.get("maxrss_mb", 0), 1),
                   checks_s=round(integrity.get("checks_s", 0), 3) if integrity else None, integrity=integrity,
+                  collect_s=round(integrity.get("collect_s", 0), 3) if integrity else None,
                   pe=None)
     code, sig = answer.get("status"), answer.get("signal")
     problems = []

@@ -325,6 +325,7 @@ def pytest_configure(config):
 def pytest_collection_finish(session):
     global _snapshot
     if ARMED is not None:
+        STATE["collected"] = time.perf_counter()
         _snapshot = snapshot()  # every plugin configured, the checks collected, the submission not yet loaded
 
 
@@ -368,7 +369,8 @@ def pytest_unconfigure(config):
         with open(os.path.join(directory, "pe.json"), "w") as f:
             json.dump(pe, f)
     data = {k: STATE[k] for k in ("patched", "canary", "events", "processes", "reference", "checks")}
-    data.update(nonce=ARMED["nonce"], exitstatus=STATE["exitstatus"], checks_s=time.perf_counter() - STATE["started"])
+    data.update(nonce=ARMED["nonce"], exitstatus=STATE["exitstatus"], checks_s=time.perf_counter() - STATE["started"],
+                collect_s=STATE.get("collected", STATE["started"]) - STATE["started"])
     with open(os.path.join(directory, "integrity.json"), "w") as f:
         json.dump(data, f)
 
