@@ -5,7 +5,7 @@ import torch
 from hypothesis import given
 
 from conformance import strategies, variants
-from conformance.harness import MODULE_ROLES, Case, assert_close, canonical_inputs, run
+from conformance.harness import MODULE_ROLES, Case, assert_close, canonical_inputs, run, tolerance
 from conformance.interface import load_implementation
 from conformance.verdicts import Deviation, Failure, Missing
 from conformance.weights import map_reference_weights
@@ -141,8 +141,11 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
     accepted = variants.PRACTICE if contract == "practice" else ()
     requirement = "the reference's outputs for the same weights and inputs (§3" + (
         ")" if contract == "paper" else "; pre-norm with a final LayerNorm under contract 'practice')")
-    found, largest = closest_variants(case, component, actual, inputs, accepted, good_enough=case.atol * 10)
-    if largest <= case.atol * 10:
+    # agreement is about what is computed, not precision: a table computed in float32 agrees in float64 (1e-6),
+    # while a final LayerNorm after a post-norm stack (an identity but for eps, ~1e-5) still shows
+    close = 1e-6 if case.dtype == torch.float64 else tolerance(torch.float32)[0] * 10
+    found, largest = closest_variants(case, component, actual, inputs, accepted, good_enough=close)
+    if largest <= close:
         named = [v for v in found if v not in accepted]
         observed = "the outputs of the reference with " + "; ".join(v.description for v in named) if named else ""
         bugs = [v for v in named if not v.deviation]

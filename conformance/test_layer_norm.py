@@ -191,6 +191,10 @@ def test_normalizes_each_position(impl, device, component, drawn):
         raise Failure(f"{ROLE}.small_variance_not_normalized", requirement,
                       "outputs for inputs of standard deviation ~1e-3 that are no per-position multiple of x - mean")
     inside, outside = fits(c, xs, "inside", unbiased), fits(c, xs, "outside", unbiased)
+    if inside is None and outside is not None and unbiased:
+        raise Deviation(f"{ROLE}.unbiased_std_plus_eps", requirement,
+                        f"y = (x - mean) / (std + eps) with the unbiased std and eps = {outside:.3g}: the Annotated "
+                        "Transformer's LayerNorm (torch.std's default, eps outside the root)")
     if inside is None and outside is not None:
         raise Failure(f"{ROLE}.eps_outside_sqrt", requirement,
                       f"y = (x - mean) / (std + eps) with eps = {outside:.3g}: on inputs of standard deviation "

@@ -23,11 +23,15 @@ class Variant:
     slot: str
     cls: object
     forward: object
+    prepare: object = None
+    """Called on each instance before ``forward`` is rebound (to add a sub-module)."""
 
     def apply(self, module):
         """Rebind ``forward`` on every instance of ``cls`` inside ``module``."""
-        for m in module.modules():
+        for m in list(module.modules()):
             if isinstance(m, self.cls):
+                if self.prepare is not None:
+                    self.prepare(m)
                 m.forward = types.MethodType(self.forward, m)
 
     def applies_to(self, module):
@@ -58,9 +62,14 @@ def scaled_attention(scale):
     return forward
 
 
+def add_final_norm(stack):
+    """A fresh reference LayerNorm (unit gain, zero bias) after the stack: the LayerNorm variants apply to it too."""
+    gain = stack.layers[0].sublayer[0].norm.gain
+    stack.final_norm = ref.LayerNorm(gain.numel()).to(gain)
+
+
 def with_final_norm(self, *args):
-    out = type(self).forward(self, *args)
-    return F.layer_norm(out, out.shape[-1:])
+    return self.final_norm(type(self).forward(self, *args))
 
 
 SUBLAYER, FFN, LN, MHA = ref.SublayerConnection, ref.PositionwiseFeedForward, ref.LayerNorm, ref.MultiHeadAttention
@@ -69,7 +78,7 @@ VARIANTS = [
     Variant("pre_norm", True, "pre-norm sub-layer connections x + Dropout(Sublayer(LayerNorm(x)))", "sublayer",
             SUBLAYER, lambda self, x, sublayer: x + self.dropout(sublayer(self.norm(x)))),
     Variant("extra_final_norm", True, "a final LayerNorm after each stack", "stack", (ref.Encoder, ref.Decoder),
-            with_final_norm),
+            with_final_norm, add_final_norm),
     Variant("gelu", True, "GELU instead of ReLU in the feed-forward network", "feed_forward", FFN,
             lambda self, x: self.w_2(F.gelu(self.w_1(x)))),
     Variant("unbiased_std", True, "LayerNorm with the unbiased (n - 1) variance", "layer_norm", LN,
