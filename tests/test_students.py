@@ -1,0 +1,145 @@
+"""The team's mutants (``tests/mutants.py``) as stand-alone student-style files (``tests/students.py``: two naming
+styles, no ``CONFORMANCE_ROLES``): discovery maps them onto the roles, and each one is diagnosed by its component
+with the cause the plain mutant gets. The unmodified reference in both styles gives no fail, error or deviation.
+
+Each mutant runs like in ``tests/test_mutants.py`` (its family's module, ``-m <component>``, in this process through
+``pytest.main``), three times: plain (the cause to match) and in both styles. By default a representative subset
+runs (the first bug of every family and the first deviation, see :data:`SUBSET`); ``STUDENTS_ALL=1`` runs all of
+them.
+"""
+import os
+import re
+
+import pytest
+
+from reference import transformer
+from tests import mutants as catalogue
+from tests import students
+from tests.mutation_score import FLAGGED, assess, family_checks, run_mutant, run_suite
+from tests.test_mutants import IN_PROCESS, explain, require_family
+
+STYLES = tuple(students.STYLES)
+WRAPPERS = ("make_model", "build_transformer")
+"""The model builders the styles add beside the model class: discovery may bind either."""
+ALL = os.environ.get("STUDENTS_ALL", "") not in ("", "0")
+
+
+def representative():
+    """The first bug of each property family and the first deviation: every family, both verdict kinds."""
+    chosen, seen = [], set()
+    for m in catalogue.MUTANTS:
+        key = "deviation" if m.deviation else m.family
+        if key not in seen:
+            seen.add(key)
+            chosen.append(m)
+    return chosen
+
+
+SUBSET = representative()
+SELECTED = catalogue.MUTANTS if ALL else SUBSET
+
+
+def expected_bindings(style):
+    """``{role: name}`` of the class or function discovery must bind in a student-style file of ``style``."""
+    names = students.STYLES[style].classes
+    return {role: names.get(obj.__name__, obj.__name__) for role, obj in transformer.CONFORMANCE_ROLES.items()}
+
+
+def bound_names(notes):
+    """``{role: name}`` from the mapping lines of a report's notes (``multi_head_attention: MultiHeadedAttention
+    (heads=h, ...)``)."""
+    found = {}
+    for note in notes:
+        m = re.match(r"(\w+): ([\w.]+)(?: \(|$)", note)
+        if m and m[1] not in found:
+            found[m[1]] = m[2]
+    return found
+
+
+def mistake(cause):
+    """A cause without its component prefix: ``multi_head_attention.scale.sqrt_d_model`` and
+    ``attention.scale.sqrt_d_model`` name the same mistake."""
+    return cause.split(".", 1)[-1] if "." in cause else cause
+
+
+def own_causes(mutant, report):
+    return {c["cause"] for c in (report or {}).get("checks", [])
+            if c["component"] == mutant.component and c["verdict"] in FLAGGED + ("deviation",)}
+
+
+def run_student(mutant, style, workdir):
+    """The suite on ``mutant`` written in ``style``: ``(status, caught, flagged, cause, report, output)``."""
+    path = students.write(mutant, workdir, style)
+    code, output, report = run_suite(path, workdir, markers=mutant.component, in_process=IN_PROCESS,
+                                     target=family_checks(mutant.family))
+    return (*assess(mutant, report), report, output)
+
+
+# -- the renaming itself ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("style", STYLES)
+def test_every_mutant_restyles_into_a_program_without_roles(style):
+    expected = set(expected_bindings(style).values())
+    for mutant in [None] + catalogue.MUTANTS:
+        source = students.source(mutant, style)
+        compile(source, f"{style}.py", "exec")
+        assert not re.search(r"^CONFORMANCE_ROLES\b", source, re.M)
+        assert all(re.search(rf"^(class|def) {name}\b", source, re.M) for name in expected), mutant
+    reference = students.source(None, style)
+    for old, new in students.STYLES[style].parameters.items():  # every canonical argument name renamed somewhere
+        assert re.search(rf"\b{new}\b", reference), (old, new)
+
+
+def test_styles_rename_parameters_per_function_without_clashes():
+    code = ("class MultiHeadAttention:\n    def __init__(self, h, d_model):\n        self.h = h\n"
+            "    def forward(self, x, heads=None):\n        h = 3\n        return x\n"
+            "def f(dropout, p_drop):\n    return (lambda dropout: dropout)(p_drop) + dropout\n"
+            "m = MultiHeadAttention(h=2, d_model=4)\n")
+    out = students.restyle(code, "annotated")
+    namespace = {}
+    exec(out, namespace)
+    assert "class MultiHeadedAttention" in out and "def __init__(self, heads, features)" in out
+    assert "self.h = heads" in out and "MultiHeadedAttention(heads=2, features=4)" in out
+    assert "def forward(self, x, heads=None)" in out and "h = 3" in out  # h is no parameter of forward
+    assert "def f(dropout, p_drop)" in out  # p_drop is taken: dropout keeps its name
+    assert namespace["f"](1, 2) == 3
+
+
+# -- discovery on the reference in both styles ----------------------------------------------------------------------
+@pytest.mark.parametrize("style", STYLES)
+def test_reference_in_student_style_has_no_false_positive_and_notes_the_mapping(style, tmp_path):
+    path = students.write(None, tmp_path, style)
+    code, output, report = run_suite(path, tmp_path, in_process=IN_PROCESS)
+    assert report is not None, output[-3000:]
+    wrong = [f"{c['component']}/{c['check']}: {c['verdict']} ({c['cause']}) {c['message'][:200]}"
+             for c in report["checks"] if c["verdict"] != "pass"]
+    assert wrong == [], "\n".join(wrong + report["notes"])
+    assert code == 0, output[-3000:]
+    bound, expected = bound_names(report["notes"]), expected_bindings(style)
+    if bound.get("model") in WRAPPERS:
+        expected["model"] = bound["model"]
+    assert bound == expected, report["notes"]
+    assert "masks: boolean, True = may attend" in report["notes"]
+    assert not [n for n in report["notes"] if "does not work" in n], report["notes"]
+
+
+# -- the mutants ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mutant", SELECTED, ids=[m.name for m in SELECTED])
+def test_student_style_mutant_is_diagnosed_like_the_plain_one(mutant, tmp_path):
+    require_family(mutant.family)
+    plain = run_mutant(mutant, tmp_path / "plain", markers=mutant.component, in_process=IN_PROCESS,
+                       target=family_checks(mutant.family))
+    assert plain.caught, explain(plain)
+    problems = []
+    for style in STYLES:
+        status, caught, flagged, cause, report, output = run_student(mutant, style, tmp_path / style)
+        name = expected_bindings(style)[mutant.component]
+        notes = (report or {}).get("notes", [])
+        if not caught:
+            problems.append(f"{style}: not caught ({status}); flagged: {flagged}\nnotes: {notes}\n{output[-2500:]}")
+            continue
+        if mistake(plain.cause) not in {mistake(cause)} | {mistake(c) for c in own_causes(mutant, report)}:
+            problems.append(f"{style}: cause {cause!r}, the plain mutant's is {plain.cause!r}; flagged: {flagged}")
+        bound = bound_names(notes).get(mutant.component)
+        if bound != name and not (mutant.component == "model" and bound in WRAPPERS):
+            problems.append(f"{style}: {mutant.component} bound to {bound!r}, not {name!r}; notes: {notes}")
+    assert problems == [], f"mutant {mutant.name} ({mutant.family}/{mutant.component}):\n" + "\n".join(problems)
