@@ -495,7 +495,7 @@ def _problem(result: LoadedCode, cell: Cell, exc: BaseException, limit: float, t
         text = (f"stopped after {limit:.3g} s: the total time limit of {total:g} s was reached" if total
                 else f"timed out after {limit:g} s (per-cell limit)")
     elif isinstance(exc, SystemExit):
-        kind, text = "exit", f"SystemExit({exc.code!r}) caught, loading went on"
+        kind, text = "exit", f"SystemExit({exc.code!r}) (sys.exit() or exit() called) caught, loading went on"
     elif isinstance(exc, _ExitBlocked):
         kind, text = "exit", str(exc)
     elif isinstance(exc, SyntaxError) and exc.filename and result.source_location(exc.filename, exc.lineno or 0):
