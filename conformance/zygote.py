@@ -30,7 +30,8 @@ from conformance import integrity
 import adapters.discovery  # noqa: F401
 import adapters.loading  # noqa: F401
 
-PYTEST_BASE = ["--pyargs", "conformance", "-q", "-p", "no:cacheprovider", "-p", "conformance.integrity",
+PYTEST_BASE = ["--pyargs", "conformance", "-q", "-p", "no:cacheprovider", "-p", "_hypothesis_pytestplugin",
+               "-p", "conformance.plugin", "-p", "conformance.integrity",
                "-W", "ignore::pytest.PytestAssertRewriteWarning",
                "-p", "no:unraisableexception"]  # its cleanup collects garbage again and again: seconds a child
 
@@ -106,6 +107,7 @@ def child(request, answers, requests):
 
 def main():
     args = sys.argv[1:]
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the plugins named above: no entry-point scan, no extras
     torch.set_num_threads(1)
     requests = sys.stdin.fileno()
     answers = os.dup(1)
