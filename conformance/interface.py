@@ -133,12 +133,16 @@ def load_implementation(spec):
     return roles_of_module(importlib.import_module(spec), spec)
 
 
+CELL_TIMEOUT_ENV_VAR = "CONFORMANCE_CELL_TIMEOUT"
+"""Seconds one cell of a notebook or post may run while loading (default 10)."""
+
+
 def load_from_path(path):
     """Code from a file or a package directory, whatever its form (``adapters.loading``): its own
     ``CONFORMANCE_ROLES`` if it defines them, else the roles that ``adapters.discovery`` finds."""
     from adapters.discovery import discover, read_overrides
     from adapters.loading import load_code
-    loaded = load_code(path)
+    loaded = load_code(path, cell_timeout=float(os.environ.get(CELL_TIMEOUT_ENV_VAR, 10)))
     notes = [f"loaded as {loaded.kind}: {len(loaded.cells)} code cell(s)"] + [p.message for p in loaded.problems]
     if loaded.fatal or loaded.module is None:
         return Implementation(path, {}, notes=notes + [loaded.fatal or "nothing could be run"])

@@ -42,6 +42,12 @@ ACCEPTED = {"missing", "error"}
 SELECTION = () if os.environ.get("ROBUSTNESS_ALL", "") not in ("", "0") else ("-m", "shapes or masks")
 
 
+@pytest.fixture(autouse=True)
+def short_cell_time_limit(monkeypatch):
+    """The endless cell is stopped after 2 s instead of the default 10 s."""
+    monkeypatch.setenv("CONFORMANCE_CELL_TIMEOUT", "2")
+
+
 def write(tmp_path, name):
     file_name, content, _ = CASES[name]
     path = tmp_path / file_name
