@@ -586,9 +586,14 @@ def behaves(implementation, role):
     case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=3, dtype=torch.float32, seed=0)
     try:
         if role in MASK_CALLS:  # the harness has no canonical call of the mask helpers: theirs is made here
-            out = implementation.function(role)(*MASK_CALLS[role](case))
+            arguments = MASK_CALLS[role](case)
+            out = implementation.function(role)(*arguments)
             if not isinstance(out, torch.Tensor):
                 return f"returned {type(out).__name__}, not a tensor"
+            tokens = arguments[0]
+            if role == "padding_mask" and (out.dim() < 2 or out.shape[0] != tokens.shape[0]
+                                           or out.shape[-1] != tokens.shape[-1]):
+                return f"returned shape {tuple(out.shape)} for tokens {tuple(tokens.shape)}: not a mask over the keys"
             return None
         out, _ = run(case, role)
     except Exception as exc:  # the candidate's own code: any exception means "does not fit"
