@@ -1,11 +1,14 @@
-"""Static reading of the calls a submission makes to its own classes: arguments passed in the wrong order.
+"""Static reading of the calls a submission makes to its own classes, functions and methods: arguments passed in
+the wrong order.
 
 Student code often builds its blocks positionally (``DecoderBlock(d_model, attn, cross, ff, dropout)`` against
-``def __init__(self, features, self_attn, cross_attn, dropout, feed_forward)``); the mistake only shows as a crash
-deep inside a forward, or not at all. Each positional argument that is a plain name is bound to the parameter it
+``def __init__(self, features, self_attn, cross_attn, dropout, feed_forward)``) and calls its helpers so
+(``attention(query, key, value)`` against ``def attention(key, query, value)``); the mistake only shows as a crash
+deep inside a forward, or as numbers silently wrong. Each positional argument that is a plain name is bound to the parameter it
 lands in and compared, by the words of the two names and the families of synonyms of ``adapters.discovery``, with
 the other parameters: two arguments that each fit the other's parameter better than their own were swapped; an
-argument of one known kind landing in a parameter of another known kind (``features`` into ``eps``) was misplaced.
+argument of one known kind landing in a constructor parameter of another known kind (``features`` into ``eps``)
+was misplaced.
 """
 import ast
 import inspect
@@ -55,8 +58,9 @@ def fit(argument, parameter):
     return shared + 2 * same_kind
 
 
-def misplaced_arguments(call_args, parameters):
-    """``[(argument, parameter it landed in, parameter it fits)]`` for the positional plain-name arguments."""
+def misplaced_arguments(call_args, parameters, swaps_only=False):
+    """``[(argument, parameter it landed in, parameter it fits)]`` for the positional plain-name arguments (with
+    ``swaps_only``, only pairs of arguments that each fit the other's parameter)."""
     bound = list(zip(call_args, parameters))
     found = []
     for i, (argument, parameter) in enumerate(bound):
@@ -69,20 +73,48 @@ def misplaced_arguments(call_args, parameters):
                     fit(other_argument, parameter) > fit(other_argument, other_parameter):
                 found.append((argument, parameter, other_parameter))
                 found.append((other_argument, other_parameter, parameter))
-        if not found and group(argument) and group(parameter) and group(argument) != group(parameter) \
+        if not found and not swaps_only and group(argument) and group(parameter) and group(argument) != group(parameter) \
                 and not any(group(argument) == group(p) for p in parameters):
             found.append((argument, parameter, None))
     return found
 
 
-def constructor_parameters(cls):
+def positional_parameters(function, bound=0):
+    """The names a positional call fills, in order, after the first ``bound`` (``self``); None for ``*args``."""
     try:
-        parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        parameters = list(inspect.signature(function).parameters.values())[bound:]
     except (TypeError, ValueError):
         return None
     if any(p.kind in (p.VAR_POSITIONAL,) for p in parameters):
         return None
     return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def callee(node, owner, classes, functions):
+    """``(name shown, positional parameters, swaps_only)`` for a call to one of the submission's classes
+    (``EncoderBlock(...)``), functions (``attention(...)``) or methods (``self.attention(...)``,
+    ``MultiHeadAttentionBlock.attention(...)``); None for any other call. Argument names are compared with the kinds
+    of constructor arguments only in constructor calls: elsewhere only swaps count."""
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in classes:
+        return func.id, positional_parameters(classes[func.id].__init__, bound=1), False
+    if isinstance(func, ast.Name) and func.id in functions:
+        return func.id, positional_parameters(functions[func.id]), True
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    on_self = func.value.id == "self"
+    holder = classes.get(owner if on_self else func.value.id)
+    method = inspect.getattr_static(holder, func.attr, None) if holder is not None else None
+    if isinstance(method, staticmethod):
+        bound = 0
+    elif isinstance(method, classmethod):
+        bound = 1
+    elif inspect.isfunction(method):
+        bound = 1 if on_self else 0  # ``Class.method(instance, ...)`` passes self itself
+    else:
+        return None
+    name = f"{holder.__name__}.{func.attr}"
+    return name, positional_parameters(getattr(method, "__func__", method), bound=bound), True
 
 
 def enclosing_definitions(tree):
@@ -103,10 +135,12 @@ def enclosing_definitions(tree):
 
 
 def read_calls(sources, namespace, module_name):
-    """Misplaced arguments in the calls to the classes the submission defines (``namespace``, ``module_name``),
-    found in ``sources`` ([(filename, text)]); each names the class or top-level function making the call."""
-    classes = {name: obj for name, obj in namespace.items()
-               if inspect.isclass(obj) and getattr(obj, "__module__", None) == module_name}
+    """Misplaced arguments in the calls to the classes, functions and methods the submission defines
+    (``namespace``, ``module_name``), found in ``sources`` ([(filename, text)]); each names the class or top-level
+    function making the call."""
+    own = {name: obj for name, obj in namespace.items() if getattr(obj, "__module__", None) == module_name}
+    classes = {name: obj for name, obj in own.items() if inspect.isclass(obj)}
+    functions = {name: obj for name, obj in own.items() if inspect.isfunction(obj)}
     findings = []
     for filename, text in sources:
         try:
@@ -115,18 +149,20 @@ def read_calls(sources, namespace, module_name):
             continue
         owners = enclosing_definitions(tree)
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes):
+            found = isinstance(node, ast.Call) and callee(node, owners.get(id(node)), classes, functions)
+            if not found:
                 continue
-            parameters = constructor_parameters(classes[node.func.id])
-            if not parameters or not node.args or len(node.args) > len(parameters):
+            name, parameters, swaps_only = found
+            if not parameters or not node.args or len(node.args) > len(parameters) \
+                    or any(isinstance(a, ast.Starred) for a in node.args):
                 continue
             arguments = [a.id if isinstance(a, ast.Name) else None for a in node.args]
-            problems = misplaced_arguments(arguments, parameters[: len(arguments)])
+            problems = misplaced_arguments(arguments, parameters[: len(arguments)], swaps_only)
             if problems:
                 parts = [f"{a!r} lands in {p!r}" + (f" but fits {q!r}" if q else f" (a {kind(a)} value where {kind(p)} "
                                                                                   "is expected)")
                          for a, p, q in problems]
-                findings.append(Misplaced(node.func.id, owners.get(id(node)),
-                                          f"{node.func.id}(...) called with arguments in the wrong order: "
+                findings.append(Misplaced(name, owners.get(id(node)),
+                                          f"{name}(...) called with arguments in the wrong order: "
                                           + "; ".join(parts), filename, node.lineno))
     return findings

@@ -85,9 +85,9 @@ def call_with_canonical_arguments(builder, cfg):
 class Implementation:
     """An implementation under test: a name and its role builders."""
 
-    def __init__(self, spec, roles, origin=None, notes=(), locate=None, misplaced=None):
+    def __init__(self, spec, roles, origin=None, notes=(), locate=None, read=None):
         self.spec = spec
-        self.misplaced = dict(misplaced or {})  # role -> ["Class(...) called with arguments in the wrong order ..."]
+        self.read = dict(read or {})  # role -> {cause: [message, ...]} found by reading the code (``read_code``)
         self.roles = dict(roles)
         self.origin = origin or spec
         self.notes = list(notes)  # how the code was loaded and mapped, for the report
@@ -150,22 +150,30 @@ def load_from_path(path):
     if isinstance(roles, dict):
         names = {getattr(builder, "__name__", None): role for role, builder in roles.items()}
         return Implementation(path, roles, origin=path, notes=notes, locate=loaded.position,
-                              misplaced=misplaced_by_role(loaded, names))
+                              read=read_code(loaded, names))
     directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     found = discover(vars(loaded.module), loaded.module.__name__, read_overrides(directory))
     names = {binding.name: role for role, binding in found.bindings.items()}
     return Implementation(path, found.roles, origin=path, notes=notes + found.describe(), locate=loaded.position,
-                          misplaced=misplaced_by_role(loaded, names))
+                          read=read_code(loaded, names))
 
 
-def misplaced_by_role(loaded, role_of_name):
-    """The calls with arguments in the wrong order (``adapters.calls``), under the role of the class making the call
-    (a top-level factory function counts as the model)."""
+def read_code(loaded, role_of_name):
+    """What reading the code finds, ``{role: {cause: [message]}}``: calls with arguments in the wrong order
+    (``adapters.calls``; under the role of the class making the call, a top-level factory function counting as the
+    model) and the lints of ``adapters.lint`` on the classes playing a role."""
     from adapters.calls import read_calls
+    from adapters.lint import read_classes
     from adapters.loading import cell_file
     sources = [(cell_file(loaded.path, cell.number), cell.source) for cell in loaded.cells]
+    namespace = vars(loaded.module)
     found = {}
-    for m in read_calls(sources, vars(loaded.module), loaded.module.__name__):
+    for m in read_calls(sources, namespace, loaded.module.__name__):
         role = role_of_name.get(m.caller, "model")
-        found.setdefault(role, []).append(f"{m.message} (at {loaded.position(m.filename, m.line)} in {m.caller})")
+        found.setdefault(role, {}).setdefault("arguments_in_wrong_order", []).append(
+            f"{m.message} (at {loaded.position(m.filename, m.line)} in {m.caller})")
+    classes = {name: namespace[name] for name in role_of_name if name in namespace}
+    for f in read_classes(sources, classes):
+        found.setdefault(role_of_name[f.cls], {}).setdefault(f.cause, []).append(
+            f"{f.message} (at {loaded.position(f.filename, f.line)})")
     return found

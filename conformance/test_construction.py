@@ -1,6 +1,9 @@
-"""Construction: the calls a submission makes to its own classes pass each argument to the parameter it is meant
-for (read statically by ``adapters.calls``: a swap such as ``DecoderBlock(d_model, attn, cross, ff, dropout)``
-against ``(features, self_attn, cross_attn, dropout, feed_forward)``, or ``LayerNorm(features)`` into ``eps``)."""
+"""Construction: what reading a submission's own code shows, whether or not the code runs (``impl.read``, from
+``adapters.calls`` and ``adapters.lint``). A crash in one block hides everything behind it from the checks that
+run code; these still see it: calls passing arguments in the wrong order (``DecoderBlock(d_model, attn, cross, ff,
+dropout)`` against ``(features, self_attn, cross_attn, dropout, feed_forward)``, ``attention(query, key, value)``
+against ``(key, query, value)``, ``LayerNorm(features)`` into ``eps``), a ``forward`` that returns nothing, an
+attribute read that nothing assigns."""
 import pytest
 
 from conformance.harness import MODULE_ROLES
@@ -8,12 +11,30 @@ from conformance.interface import MissingRole
 from conformance.verdicts import Failure
 
 
-@pytest.mark.parametrize("component", MODULE_ROLES)
-def test_constructor_calls_pass_arguments_in_order(impl, component):
-    """Every argument of the calls made in the component's own code lands in the parameter its name stands for."""
-    found = impl.misplaced.get(component, [])
+def check_reading(impl, component, cause, requirement):
+    found = impl.read.get(component, {}).get(cause, [])
     if found:
-        raise Failure(f"{component}.arguments_in_wrong_order", "each argument passed to the parameter it is meant "
-                      "for (the called constructor's signature)", "; ".join(found))
+        raise Failure(f"{component}.{cause}", requirement, "; ".join(found))
     if not impl.has(component):
         raise MissingRole(f"{impl.spec} has no {component!r}")
+
+
+@pytest.mark.parametrize("component", MODULE_ROLES)
+def test_calls_pass_arguments_in_order(impl, component):
+    """Every argument of the calls made in the component's own code lands in the parameter its name stands for."""
+    check_reading(impl, component, "arguments_in_wrong_order",
+                  "each argument passed to the parameter it is meant for (the called signature)")
+
+
+@pytest.mark.parametrize("component", MODULE_ROLES)
+def test_forward_returns_its_output(impl, component):
+    """The component's ``forward`` returns a value (a block's output is what the next one receives, §3.1)."""
+    check_reading(impl, component, "forward_returns_nothing",
+                  "forward returns the block's output (§3.1: each layer's output feeds the next)")
+
+
+@pytest.mark.parametrize("component", MODULE_ROLES)
+def test_attributes_read_are_assigned(impl, component):
+    """Every ``self.name`` the component's methods read is assigned somewhere (in ``__init__``, as a buffer, ...)."""
+    check_reading(impl, component, "attribute_never_assigned",
+                  "every attribute a method reads assigned first (usually in __init__)")

@@ -1,0 +1,124 @@
+"""Static reading of a submission's own classes, for mistakes that a crash elsewhere may hide from the checks that
+run the code: a ``forward`` that returns nothing, and an attribute read as ``self.name`` that nothing ever assigns.
+
+A block whose ``__init__`` lacks ``super().__init__()`` cannot be built, so the checks never reach its forward; what
+the forward does wrong is still there to read. Both lints are conservative: a name counts as assigned if any code
+of the submission assigns an attribute of that name, names it in a string (``register_buffer("pe", ...)``,
+``setattr``), or the class or ``torch.nn.Module`` defines it; a class with a base from another library (whose own
+``__init__`` may assign anything) is not read for attributes.
+"""
+import ast
+import inspect
+from dataclasses import dataclass
+
+import torch.nn as nn
+
+MODULE_ATTRIBUTES = set(vars(nn.Module())) | set(dir(nn.Module))
+
+
+@dataclass
+class Finding:
+    cls: str
+    cause: str
+    """``forward_returns_nothing`` or ``attribute_never_assigned``."""
+    message: str
+    filename: str
+    line: int
+
+
+def class_definitions(sources):
+    """``{class name: (filename, ClassDef)}``, the last definition of each name (a notebook may redefine one)."""
+    found = {}
+    for filename, text in sources:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                found[node.name] = (filename, node)
+    return found
+
+
+def assigned_names(sources):
+    """Every attribute name any code of the submission assigns, and every string constant it holds."""
+    names = set()
+    for _, text in sources:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                names.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names.add(node.value)
+    return names
+
+
+def own_body(function):
+    """The nodes of a function, without those of the functions, lambdas and classes defined inside it."""
+    stack = list(function.body) if isinstance(function.body, list) else [function.body]  # (a lambda's expression)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def forward_returns_nothing(name, node):
+    """The message if the class body's ``forward`` has no ``return <value>`` (and yields nothing), else None."""
+    forward = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
+    if forward is None:
+        return None
+    for inner in own_body(forward):
+        if isinstance(inner, (ast.Yield, ast.YieldFrom)) or (isinstance(inner, ast.Return) and inner.value is not None
+                                                             and not (isinstance(inner.value, ast.Constant)
+                                                                      and inner.value.value is None)):
+            return None
+    return forward, (f"{name}.forward has no return statement with a value: it returns None, so whatever uses "
+                     f"{name} receives None instead of its output")
+
+
+def attributes_never_assigned(cls, node, assigned):
+    """``[(attribute node, message)]`` for ``self.name`` read in the class's methods and assigned nowhere."""
+    if any(base not in (object, nn.Module) and base.__module__ != cls.__module__ for base in cls.__mro__):
+        return []
+    known = assigned | MODULE_ATTRIBUTES | set(dir(cls))
+    for base in cls.__mro__:
+        known |= set(getattr(base, "__annotations__", {}))
+    found, seen = [], set()
+    for method in node.body:
+        if not (isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.args.args) or any(
+                isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in method.decorator_list):
+            continue
+        self_name = method.args.args[0].arg
+        for function in ast.walk(method):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            for inner in own_body(function):
+                if isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Load) \
+                        and isinstance(inner.value, ast.Name) and inner.value.id == self_name \
+                        and inner.attr not in known and inner.attr not in seen:
+                    seen.add(inner.attr)
+                    where = getattr(function, "name", "a lambda")
+                    found.append((inner, f"{cls.__name__} reads {self_name}.{inner.attr}, which no code assigns "
+                                         f"(read in {where}; a typo, or an assignment left out of __init__?)"))
+    return found
+
+
+def read_classes(sources, classes):
+    """Findings for the given classes (``{name: class}``) in ``sources`` ([(filename, text)])."""
+    definitions = class_definitions(sources)
+    assigned = assigned_names(sources)
+    findings = []
+    for name, cls in classes.items():
+        if name not in definitions or not inspect.isclass(cls):
+            continue
+        filename, node = definitions[name]
+        returns = forward_returns_nothing(name, node)
+        if returns:
+            findings.append(Finding(name, "forward_returns_nothing", returns[1], filename, returns[0].lineno))
+        for attribute, message in attributes_never_assigned(cls, node, assigned):
+            findings.append(Finding(name, "attribute_never_assigned", message, filename, attribute.lineno))
+    return findings

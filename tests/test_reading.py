@@ -1,0 +1,138 @@
+"""The static reading of a submission's own code (``adapters/calls.py``, ``adapters/lint.py``): swapped and
+misplaced arguments, a forward returning nothing, attributes read and never assigned are found, named with their
+line, and correct code is left alone."""
+import textwrap
+import types
+
+from adapters.calls import read_calls
+from adapters.lint import read_classes
+
+SOURCE = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn as nn
+
+
+    class LayerNormalization(nn.Module):
+        def __init__(self, eps=1e-6):
+            super().__init__()
+            self.eps = eps
+
+
+    class Residual(nn.Module):
+        def __init__(self, features, dropout):
+            super().__init__()
+            self.norm = LayerNormalization(features)              # features lands in eps
+
+
+    class Block(nn.Module):
+        def __init__(self, features, self_attention, feed_forward, dropout):
+            super().__init__()
+
+
+    def build(features, self_attention, feed_forward, dropout):
+        return Block(features, feed_forward, self_attention, dropout)   # the two blocks swapped
+
+
+    def attention(key, query, value, mask=None):
+        return torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), dim=-1) @ value
+
+
+    def sinusoid_table(n_position, d_hid):
+        return torch.zeros(n_position, d_hid)
+
+
+    class Heads(nn.Module):
+        def __init__(self, d_model, max_len):
+            super().__init__()
+            self.table = sinusoid_table(max_len, d_model)           # correct: other names, same order
+
+        @staticmethod
+        def scores(key, query):
+            return query @ key.transpose(-2, -1)
+
+        def attend(self, query, key, value):
+            return attention(key, query, value)                      # correct: the names fit their parameters
+
+        def forward(self, query, key, value):
+            weights = Heads.scores(query, key)                       # swapped, through the class
+            out = self.attend(key, query, value)                     # swapped, through self
+            return attention(query, key, value), weights, out        # swapped, plain function
+
+
+    class NoReturn(nn.Module):
+        def __init__(self, d_model):
+            super().__init__()
+            self.proj = nn.Linear(d_model, d_model)
+
+        def forward(self, x):
+            x = self.proj(x)                                         # flagged: nothing returned
+
+
+    class Typo(nn.Module):
+        def __init__(self, d_model):
+            super().__init__()
+            self.register_buffer("table", torch.zeros(d_model))
+            self.linear = nn.Linear(d_model, d_model)
+
+        @property
+        def width(self):
+            return self.table.numel()
+
+        @staticmethod
+        def helper(key):
+            return key.transpose(-2, -1)                             # a parameter, not an attribute
+
+        def forward(self, x):
+            if self.training:
+                x = x + self.table * self.width
+            return self.lienar(x)                                    # flagged: never assigned
+
+
+    class Nested(nn.Module):
+        def __init__(self, d_model):
+            super().__init__()
+            self.linear = nn.Linear(d_model, d_model)
+
+            def forward(self, x):
+                return self.linear(x) * self.scale                   # flagged: never assigned
+''')
+
+
+def namespace():
+    module = types.ModuleType("submission")
+    exec(compile(SOURCE, "submission.py", "exec"), vars(module))
+    return vars(module)
+
+
+def findings():
+    return read_calls([("submission.py", SOURCE)], namespace(), "submission")
+
+
+def test_swapped_and_misplaced_arguments_are_found_with_caller_and_line():
+    """Every marked mistake found, by its callee and caller, and no call marked correct."""
+    found = {(f.callee, f.caller): f for f in findings()}
+    assert set(found) == {("LayerNormalization", "Residual"), ("Block", "build"), ("Heads.scores", "Heads"),
+                          ("Heads.attend", "Heads"), ("attention", "Heads")}, sorted(found)
+    assert "'features' lands in 'eps'" in found["LayerNormalization", "Residual"].message
+    assert "'feed_forward' lands in 'self_attention' but fits 'feed_forward'" in found["Block", "build"].message
+    assert "'query' lands in 'key' but fits 'query'" in found["attention", "Heads"].message
+    lines = SOURCE.splitlines()
+    for f in found.values():
+        assert f.filename == "submission.py"
+        assert f.callee.split(".")[-1] + "(" in lines[f.line - 1], (f, lines[f.line - 1])
+
+
+
+def test_forward_without_return_and_attributes_never_assigned_are_found():
+    """Only the flagged lines are found, in every class of the source, each with its cause."""
+    classes = {name: obj for name, obj in namespace().items()
+               if isinstance(obj, type) and obj.__module__ == "submission"}
+    found = read_classes([("submission.py", SOURCE)], classes)
+    lines = SOURCE.splitlines()
+    flagged = {(f.cls, f.cause, lines[f.line - 1].split("#")[0].strip()) for f in found}
+    assert flagged == {("NoReturn", "forward_returns_nothing", "def forward(self, x):"),
+                       ("Typo", "attribute_never_assigned", "return self.lienar(x)"),
+                       ("Nested", "attribute_never_assigned", "return self.linear(x) * self.scale")}, flagged
+    messages = {f.cls: f.message for f in found}
+    assert "self.lienar" in messages["Typo"] and "self.scale" in messages["Nested"]
