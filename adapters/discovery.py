@@ -425,6 +425,13 @@ class Adapted(Transparent):
         return first_tensor(self.inner(**adapt_arguments(self.arguments, CANONICAL_CALLS[self.role], args,
                                                          self.convention)))
 
+    def inputs_not_accepted(self):
+        """``(the canonical inputs the candidate's forward has no parameter for, its forward's signature)``."""
+        taken = {c for _, c in self.arguments}
+        names = ", ".join(p.name for p in forward_parameters(self.inner))
+        return ([c for c in CANONICAL_CALLS[self.role] if c not in taken],
+                f"{type(self.inner).__name__}.forward({names})")
+
 
 def adapt_arguments(arguments, canonical, args, convention):
     """Keyword arguments for the candidate from the canonical positional ``args``."""

@@ -184,3 +184,10 @@ def difference(actual, expected, case, atol=None, rtol=None, what="outputs"):
     where = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
     return (f"{what} differ by up to {diff.max().item():.3g} at index {where} ({actual[where].item():.6g} vs "
             f"{expected[where].item():.6g}; tolerance {atol:g})")
+
+
+def inputs_not_accepted(module):
+    """``(canonical inputs the module's forward takes no parameter for, its signature)``, as the adapter of
+    another's code reports them (``inputs_not_accepted()``); ``([], None)`` for modules that take the canonical call."""
+    report = getattr(module, "inputs_not_accepted", None)
+    return report() if callable(report) else ([], None)

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given
 
 from conformance import strategies
-from conformance.harness import Case, canonical_inputs, output_tensor
+from conformance.harness import Case, canonical_inputs, inputs_not_accepted, output_tensor
 from conformance.probes import AttentionRecorder, sdpa_scale, set_identity_projections, split_heads, constant_ratio
 from conformance.verdicts import Failure, Missing
 
@@ -24,6 +24,12 @@ def observe_attention(case, component):
     per-head inputs (for diagnosing a wrong head split).
     """
     module = case.build(component)
+    missing, signature = inputs_not_accepted(module)
+    if "key" in missing or "value" in missing:
+        raise Failure(f"{component}.self_attention_only", "queries attending over separate keys and values (§3.2.2; "
+                      "the encoder-decoder attention of §3.2.3 takes them from the encoder output)",
+                      f"{signature} takes no {' or '.join(m for m in missing if m in ('key', 'value'))} input: "
+                      "its queries can attend only to themselves")
     inputs = canonical_inputs(case, component)
     if component == "attention":
         q, k, _, mask = inputs
