@@ -692,6 +692,28 @@ def discover(namespace, module_name, overrides=None):
     return found
 
 
+DEFINITION = re.compile(r"^(class|def)\s+([A-Za-z_]\w*)", re.MULTILINE)
+
+
+def roles_in_uncompiled_cells(problems, namespace, bound):
+    """``{role: (name, problem)}`` for the roles left unbound whose best candidate is defined (``class X`` or
+    ``def x`` at the top of a cell) in a cell that does not compile, so that the report says so instead of calling
+    the role missing; ``problems`` are the loader's ``CellProblem``s."""
+    found = {}
+    for problem in problems:
+        if problem.kind != "syntax":
+            continue
+        for keyword, name in DEFINITION.findall(problem.cell.source):
+            if name in namespace:
+                continue  # defined again elsewhere, and that definition is what discovery saw
+            for role in ROLE_ORDER:
+                kind_fits = role in ("attention", "model") or (keyword == "def") == (role in FUNCTION_ROLES)
+                if role not in bound and role not in found and kind_fits and name_score(name, ROLE_NAMES[role]):
+                    found[role] = (name, problem)
+                    break
+    return found
+
+
 def infer_convention(helper):
     """The mask convention of the code's own subsequent-mask helper (its output for size 3)."""
     for argument in (3, torch.ones(1, 3, dtype=torch.long)):

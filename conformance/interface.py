@@ -38,6 +38,7 @@ import importlib
 import inspect
 import os
 from dataclasses import dataclass
+from conformance.verdicts import Unusable
 
 ROLES = (
     "embedding", "positional_encoding", "attention", "multi_head_attention", "feed_forward", "layer_norm",
@@ -140,7 +141,7 @@ CELL_TIMEOUT_ENV_VAR = "CONFORMANCE_CELL_TIMEOUT"
 def load_from_path(path):
     """Code from a file or a package directory, whatever its form (``adapters.loading``): its own
     ``CONFORMANCE_ROLES`` if it defines them, else the roles that ``adapters.discovery`` finds."""
-    from adapters.discovery import discover, read_overrides
+    from adapters.discovery import discover, read_overrides, roles_in_uncompiled_cells
     from adapters.loading import load_code
     loaded = load_code(path, cell_timeout=float(os.environ.get(CELL_TIMEOUT_ENV_VAR, 10)))
     notes = [f"loaded as {loaded.kind}: {len(loaded.cells)} code cell(s)"] + [p.message for p in loaded.problems]
@@ -154,8 +155,22 @@ def load_from_path(path):
     directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     found = discover(vars(loaded.module), loaded.module.__name__, read_overrides(directory))
     names = {binding.name: role for role, binding in found.bindings.items()}
-    return Implementation(path, found.roles, origin=path, notes=notes + found.describe(), locate=loaded.position,
-                          read=read_code(loaded, names))
+    roles, uncompiled = dict(found.roles), []
+    for role, (name, problem) in roles_in_uncompiled_cells(loaded.problems, vars(loaded.module), roles).items():
+        roles[role] = never_defined(name, problem.message)
+        uncompiled.append(f"{role}: {name} is defined in a cell that does not compile ({problem.message})")
+    return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled,
+                          locate=loaded.position, read=read_code(loaded, names))
+
+
+def never_defined(name, problem):
+    """The stand-in of a role whose code was never defined, its cell rejected by Python: every use of it is an
+    error that says so."""
+    def stand_in(*args, **kwargs):
+        raise Unusable("error.cell_does_not_compile", f"{name} defined by code Python accepts",
+                       f"{name} is defined in a cell that does not compile, so it does not exist: {problem}")
+    stand_in.__name__ = name
+    return stand_in
 
 
 def read_code(loaded, role_of_name):

@@ -28,6 +28,7 @@ LIBRARY_DIRS = tuple(os.path.dirname(os.path.dirname(m.__file__)) for m in (pyte
 settings.register_profile("ci", max_examples=6, deadline=None, derandomize=True, database=None,
                           report_multiple_bugs=False, phases=(Phase.explicit, Phase.generate),
                           suppress_health_check=list(HealthCheck))
+settings.register_profile("grade", parent=settings.get_profile("ci"), max_examples=2)
 settings.register_profile("thorough", max_examples=200, deadline=None, report_multiple_bugs=False,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
 

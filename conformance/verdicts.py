@@ -5,6 +5,7 @@ A check passes by returning. Otherwise it raises:
 * :class:`Failure` - the implementation contradicts the paper;
 * :class:`Deviation` - the implementation follows a named, known variant (pre-norm, GELU, ...);
 * :class:`conformance.interface.MissingRole` or :class:`Missing` - it has nothing to check;
+* :class:`Unusable` - the implementation's code for it exists but cannot run at all (an *error*);
 * anything else raised by the implementation's code is an *error*.
 
 Each finding carries a stable ``cause`` identifier (``"attention.scale.sqrt_d_model"``), what the paper
@@ -39,6 +40,10 @@ class Deviation(Finding):
 
 class Missing(Finding):
     verdict = MISSING
+
+
+class Unusable(Finding):
+    verdict = ERROR
 
 
 def worst(verdicts):

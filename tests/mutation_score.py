@@ -2,6 +2,7 @@
 which are caught, by which component's checks, per property family.
 
     python tests/mutation_score.py [--jobs N] [--json PATH] [--family F ...] [-k SUBSTRING] [--timeout S]
+                                   [-- PYTEST ARGS, e.g. --hypothesis-profile=grade]
 
 Each mutant is written to a temporary directory and checked in its own ``python -m pytest conformance`` process
 (all checks, no ``-x``, so every component that flags it is seen), ``--jobs`` of them at a time. A bug is
@@ -40,13 +41,13 @@ def family_checks(family):
     return f"conformance/test_{family}.py"
 
 
-def suite_arguments(impl_path, report, markers=None, target="conformance"):
-    """``TARGET -q -p no:randomly --impl=PATH --report-json=REPORT [-m MARKERS]``."""
+def suite_arguments(impl_path, report, markers=None, target="conformance", extra=()):
+    """``TARGET -q -p no:randomly --impl=PATH --report-json=REPORT [-m MARKERS] [EXTRA]``."""
     arguments = [target, "-q", "-p", "no:randomly", f"--impl={impl_path}", f"--report-json={report}"]
-    return arguments + (["-m", markers] if markers else [])
+    return arguments + (["-m", markers] if markers else []) + list(extra)
 
 
-def run_suite(impl_path, workdir, markers=None, timeout=600, in_process=False, target="conformance"):
+def run_suite(impl_path, workdir, markers=None, timeout=600, in_process=False, target="conformance", extra=()):
     """``python -m pytest TARGET -q -p no:randomly --impl=PATH --report-json=...`` from the repository root
     (``TARGET``: all of ``conformance`` or one family's module, see :func:`family_checks`).
 
@@ -58,7 +59,7 @@ def run_suite(impl_path, workdir, markers=None, timeout=600, in_process=False, t
     workdir.mkdir(parents=True, exist_ok=True)
     report = workdir / f"report-{Path(impl_path).stem}-{Path(target).stem}-{(markers or 'all').replace(' ', '_')}.json"
     report.unlink(missing_ok=True)
-    arguments = suite_arguments(impl_path, report, markers, target)
+    arguments = suite_arguments(impl_path, report, markers, target, extra)
     if in_process:
         code, output = run_pytest_here(arguments, workdir)
     else:
@@ -136,7 +137,7 @@ def assess(mutant, report):
     return "missed", False, flagged, checks[0]["cause"] if checks else ""
 
 
-def run_mutant(mutant, workdir, markers=None, timeout=600, in_process=False, target="conformance"):
+def run_mutant(mutant, workdir, markers=None, timeout=600, in_process=False, target="conformance", extra=()):
     """Write ``mutant`` under ``workdir``, run the suite on it (``target`` restricted to ``markers`` if given) and
     assess it."""
     workdir = Path(workdir)
@@ -144,7 +145,7 @@ def run_mutant(mutant, workdir, markers=None, timeout=600, in_process=False, tar
     result = Result(mutant.name, mutant.family, mutant.component, mutant.deviation, "missed", False)
     try:
         path = catalogue.write(mutant, workdir)
-        code, output, report = run_suite(path, workdir, markers, timeout, in_process, target)
+        code, output, report = run_suite(path, workdir, markers, timeout, in_process, target, extra)
     except StaleMutant as exc:
         result.status, result.output = "stale", str(exc)
         return result
@@ -158,12 +159,12 @@ def run_mutant(mutant, workdir, markers=None, timeout=600, in_process=False, tar
     return result
 
 
-def run_reference(workdir, markers=None, timeout=600, in_process=False, target="conformance"):
+def run_reference(workdir, markers=None, timeout=600, in_process=False, target="conformance", extra=()):
     """The unmodified reference run the same way: ``(exit code, output, report)``."""
     Path(workdir).mkdir(parents=True, exist_ok=True)
     path = Path(workdir) / "reference_baseline.py"
     path.write_text(catalogue.reference_source())
-    return run_suite(path, workdir, markers, timeout, in_process, target)
+    return run_suite(path, workdir, markers, timeout, in_process, target, extra)
 
 
 def false_positives(report):
@@ -228,7 +229,8 @@ def main(argv=None):
     parser.add_argument("-k", dest="substring", help="only the mutants whose name contains SUBSTRING")
     parser.add_argument("--timeout", type=float, default=600, help="seconds allowed to one suite run")
     parser.add_argument("--keep", metavar="DIR", help="write the mutants and reports to DIR (kept)")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    extra = [a for a in extra if a != "--"]  # given to every suite run
     selected = [m for m in catalogue.MUTANTS if (not args.family or m.family in args.family)
                 and (not args.substring or args.substring in m.name)]
     if not selected:
@@ -238,8 +240,9 @@ def main(argv=None):
         workdir = Path(args.keep or tmp)
         # A thread pool of subprocesses: each job is one pytest process; threads only wait on them.
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            baseline = pool.submit(run_reference, workdir / "reference", None, args.timeout)
-            futures = {pool.submit(run_mutant, m, workdir / m.name, None, args.timeout): m for m in selected}
+            baseline = pool.submit(run_reference, workdir / "reference", None, args.timeout, extra=extra)
+            futures = {pool.submit(run_mutant, m, workdir / m.name, None, args.timeout, extra=extra): m
+                       for m in selected}
             done = {}
             for i, future in enumerate(concurrent.futures.as_completed(futures), 1):
                 r = future.result()
@@ -263,7 +266,8 @@ def main(argv=None):
     if missed:
         print(f"not caught ({len(missed)}): " + ", ".join(f"{r.name} [{r.family}/{r.component}: {r.status}]"
                                                            for r in missed))
-    print(f"{len(results)} mutants in {time.perf_counter() - start:.0f} s with {args.jobs} job(s)")
+    print(f"{len(results)} mutants in {time.perf_counter() - start:.0f} s with {args.jobs} job(s)"
+          + (f" ({' '.join(extra)})" if extra else ""))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({

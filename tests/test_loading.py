@@ -150,6 +150,21 @@ def test_syntax_error_cell_is_skipped_and_later_cells_run(tmp_path):
     assert issubclass(result.module.Good, torch.nn.Module)
 
 
+def test_role_defined_in_a_cell_that_does_not_compile_is_an_error_not_missing(tmp_path):
+    from conformance.interface import load_implementation
+    from conformance.verdicts import Unusable
+    text = ('In [1]:\nimport torch\n\nIn [2]:\ndef subsequent_mask(size):\n    """doc"""\n  return torch.tril('
+            'torch.ones(size, size, dtype=torch.bool))\n\nIn [3]:\ndef unrelated():\n    return 1\n')
+    impl = load_implementation(write(tmp_path, "nb.txt", text))
+    with pytest.raises(Unusable) as caught:
+        impl.function("subsequent_mask")(3)
+    assert caught.value.cause == "error.cell_does_not_compile"
+    assert "subsequent_mask is defined in a cell that does not compile" in caught.value.message
+    assert "cell 2, line 3" in caught.value.message and "IndentationError" in caught.value.message
+    assert not impl.has("padding_mask")  # defined nowhere: missing, as before
+    assert any(n.startswith("subsequent_mask: subsequent_mask is defined in a cell") for n in impl.notes)
+
+
 def test_missing_module_is_an_import_problem_and_the_cell_goes_on(tmp_path):
     code = "import math\nimport no_such_module_xyz\nfrom no_such_module_xyz import thing\nafter = math.pi\n"
     result = load_code(write(tmp_path, "code.txt", code))
