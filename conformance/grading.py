@@ -313,6 +313,11 @@ class Progress:
             sys.stderr.write("\n")
 
 
+GRADING_PROFILE = "grade"
+"""The hypothesis profile of grading unless the pytest arguments name one: two examples per check (the strategies
+draw sizes that tell the common mistakes apart, so the class's throughput is bought with few examples)."""
+
+
 def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_limit=64 << 20, force=False,
           rubric=None, pytest_args=(), progress=True):
     """Grade every submission of ``folder`` and write the reports under ``out``; returns the results by name."""
@@ -321,6 +326,8 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
     out = Path(out or Path("reports") / folder.resolve().name)
     out.mkdir(parents=True, exist_ok=True)
     rubric_data = load_rubric(rubric)
+    if not any(a.startswith("--hypothesis-profile") for a in pytest_args):
+        pytest_args = [f"--hypothesis-profile={GRADING_PROFILE}", *pytest_args]
     submissions = discover(folder)
     version = hashlib.sha256((checker_version() + json.dumps(list(pytest_args))).encode()).hexdigest()[:16]
     cache = read_json(out / ".cache.json") or {}
