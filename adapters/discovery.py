@@ -426,7 +426,12 @@ class Adapted(Transparent):
                                                          self.convention)))
 
     def inputs_not_accepted(self):
-        """``(the canonical inputs the candidate's forward has no parameter for, its forward's signature)``."""
+        """``(the canonical inputs the candidate's forward has no parameter for, its forward's signature)``; nothing
+        for a forward that takes ``*args`` or ``**kwargs`` or is not defined at all (its own error says why)."""
+        forward = type(self.inner).forward
+        if forward is nn.Module.forward or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                                               for p in inspect.signature(forward).parameters.values()):
+            return [], None
         taken = {c for _, c in self.arguments}
         names = ", ".join(p.name for p in forward_parameters(self.inner))
         return ([c for c in CANONICAL_CALLS[self.role] if c not in taken],
