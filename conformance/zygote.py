@@ -60,6 +60,14 @@ def collect(args):
     return collector.nodeids
 
 
+def warm_up():
+    """Pay once, before the forks, what every child would pay again: the first torch dispatch mode (the attention
+    recorder of the softmax checks) costs 1-2 s of lazy initialisation."""
+    from conformance.probes import AttentionRecorder
+    with AttentionRecorder():
+        torch.softmax(torch.zeros(1, 2, 2), -1)
+
+
 def child(request, answers, requests):
     """In the forked child: isolate, arm the integrity plugin, run pytest, leave with its exit code."""
     code = 71
@@ -120,6 +128,7 @@ def main():
             line = line[os.write(answers, line):]
 
     nodeids = collect(args)
+    warm_up()
     integrity.canaries()  # their first call imports much of torch (torch.testing): once here, not in every child
     integrity.STATE["canary"].clear()
     gc.collect()
