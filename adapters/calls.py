@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from adapters.discovery import ARGUMENT_NAMES, normalize
+from adapters.lint import parsed
 
 GENERIC_WORDS = {"block", "layer", "module", "self", "the", "encoder", "decoder", "enc", "dec", "src", "tgt", "x"}
 KIND_OF_NAME = {normalize(s): kind for kind, names in ARGUMENT_NAMES.items() for s in names}
@@ -142,11 +143,7 @@ def read_calls(sources, namespace, module_name):
     classes = {name: obj for name, obj in own.items() if inspect.isclass(obj)}
     functions = {name: obj for name, obj in own.items() if inspect.isfunction(obj)}
     findings = []
-    for filename, text in sources:
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
+    for filename, tree in parsed(sources):
         owners = enclosing_definitions(tree)
         for node in ast.walk(tree):
             found = isinstance(node, ast.Call) and callee(node, owners.get(id(node)), classes, functions)

@@ -26,14 +26,19 @@ class Finding:
     line: int
 
 
+def parsed(sources):
+    """``(filename, syntax tree)`` of each source that parses (the loader reports those that do not)."""
+    for filename, text in sources:
+        try:
+            yield filename, ast.parse(text)
+        except SyntaxError:
+            continue
+
+
 def class_definitions(sources):
     """``{class name: (filename, ClassDef)}``, the last definition of each name (a notebook may redefine one)."""
     found = {}
-    for filename, text in sources:
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
+    for filename, tree in parsed(sources):
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 found[node.name] = (filename, node)
@@ -43,11 +48,7 @@ def class_definitions(sources):
 def assigned_names(sources):
     """Every attribute name any code of the submission assigns, and every string constant it holds."""
     names = set()
-    for _, text in sources:
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
+    for _, tree in parsed(sources):
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 names.add(node.attr)
