@@ -426,16 +426,25 @@ class Adapted(Transparent):
                                                          self.convention)))
 
     def inputs_not_accepted(self):
-        """``(the canonical inputs the candidate's forward has no parameter for, its forward's signature)``; nothing
-        for a forward that takes ``*args`` or ``**kwargs`` or is not defined at all (its own error says why)."""
+        """See :func:`inputs_not_accepted`; nothing for a forward not defined at all (its own error says why)."""
         forward = type(self.inner).forward
-        if forward is nn.Module.forward or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-                                               for p in inspect.signature(forward).parameters.values()):
+        if forward is nn.Module.forward:
             return [], None
-        taken = {c for _, c in self.arguments}
-        names = ", ".join(p.name for p in forward_parameters(self.inner))
-        return ([c for c in CANONICAL_CALLS[self.role] if c not in taken],
-                f"{type(self.inner).__name__}.forward({names})")
+        return inputs_not_accepted(forward, self.arguments, self.role, f"{type(self.inner).__name__}.forward",
+                                   skip=1)
+
+
+def inputs_not_accepted(function, arguments, role, shown, skip=0):
+    """``(the canonical inputs of role that no parameter of function receives, its signature as shown)``, from the
+    call plan ``arguments``; nothing for a function taking ``*args`` or ``**kwargs``."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())[skip:]
+    except (TypeError, ValueError):
+        return [], None
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+        return [], None
+    taken = {c for _, c in arguments}
+    return [c for c in CANONICAL_CALLS[role] if c not in taken], f"{shown}({', '.join(p.name for p in parameters)})"
 
 
 def adapt_arguments(arguments, canonical, args, convention):
@@ -523,6 +532,7 @@ def function_role(binding, convention):
 
     def attention(query, key, value, mask=None):
         return target(**adapt_arguments(arguments, CANONICAL_CALLS[role], (query, key, value, mask), convention))
+    attention.inputs_not_accepted = lambda: inputs_not_accepted(target, arguments, role, binding.name)
     return attention
 
 

@@ -237,6 +237,7 @@ def test_masked_attention_weights_are_zero(impl, device, component, drawn):
     requirement = ("attention weights exactly 0 at the keys the mask hides (§3.2.3: scores set to -inf before the "
                    "softmax)")
     observed = f"weights up to {masked.abs().max().item():.3g} at masked keys"
+    require_mask_parameter(module, component, requirement, observed)
     samples = (~keep).flatten(1).any(-1)
     real = weights[keep & samples[:, None, None, None]]
     if real.numel() and real.abs().max() < MASKED_WEIGHT:

@@ -1,5 +1,6 @@
 """A block whose forward has no parameter for one of its role's inputs is diagnosed by what it lacks: a multi-head
-attention taking one input is self-attention only, and one without a mask argument cannot be masked."""
+attention taking one input is self-attention only, and one (or an attention function) without a mask argument
+cannot be masked."""
 import textwrap
 
 from tests.suite import run_suite, verdicts
@@ -22,19 +23,26 @@ SELF_ATTENTION_ONLY = textwrap.dedent('''
             q, k, v = (t.view(b, n, self.h, self.d_k).transpose(1, 2) for t in self.qkv(hidden_state).chunk(3, -1))
             weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.d_k), dim=-1)
             return self.out((weights @ v).transpose(1, 2).reshape(b, n, d))
+
+
+    def attention(query, key, value):
+        return torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), dim=-1) @ value
 ''')
 
 
 def test_missing_key_value_and_mask_parameters_are_named(tmp_path):
     path = tmp_path / "self_attention.py"
     path.write_text(SELF_ATTENTION_ONLY)
-    code, output, report = run_suite(f"--impl={path}", "-k", "multi_head_attention", tmp_path=tmp_path)
+    code, output, report = run_suite(f"--impl={path}", "-k", "attention", tmp_path=tmp_path)
     assert code == 1, output
     failed = verdicts(report, "fail")
     assert ("multi_head_attention", "scores_scaled_by_inverse_sqrt_d_k",
             "multi_head_attention.self_attention_only") in failed, failed
     assert ("multi_head_attention", "future_positions_do_not_change_earlier_outputs",
             "multi_head_attention.mask_not_accepted") in failed, failed
+    assert {("attention", check, "attention.mask_not_accepted") for check in (
+        "masked_keys_do_not_change_outputs", "future_positions_do_not_change_earlier_outputs",
+        "masked_attention_weights_are_zero")} <= failed, failed
     messages = " ".join(c["message"] for c in report["checks"] if c["verdict"] == "fail")
-    assert "MultiHeadAttention.forward(hidden_state)" in messages
+    assert "MultiHeadAttention.forward(hidden_state)" in messages and "attention(query, key, value)" in messages
     assert verdicts(report, "error") == set(), output
