@@ -277,7 +277,94 @@ def build_from_plan(binding, cfg, bindings, depth=0):
             kwargs[argument] = nn.ModuleList(build_from_plan(layer, cfg, bindings, depth + 1) for _ in range(cfg.N))
         else:
             kwargs[argument] = canonical_value(source, cfg, binding.role)
-    return binding.target(**kwargs)
+    with standing_in(binding, cfg, bindings):
+        return binding.target(**kwargs)
+
+
+def constructed_by_name(binding, bindings):
+    """The broken bindings (they fail under their canonical call) whose class ``binding``'s ``__init__`` builds
+    itself, by its global name (``self.attn = MultiHeadAttention(n_head, d_model, ...)``)."""
+    init = getattr(binding.target, "__init__", None)
+    code, namespace = getattr(init, "__code__", None), getattr(init, "__globals__", {})
+    if code is None or not inspect.isclass(binding.target):
+        return []
+    return [b for b in bindings.values() if not b.works and b is not binding and inspect.isclass(b.target)
+            and b.name in code.co_names and namespace.get(b.name) is b.target]
+
+
+class standing_in:
+    """While ``binding``'s class is built, the broken classes it builds by name are replaced in its module by
+    stand-ins (:func:`stand_in`), so that its own code is still checked (the grafting of :func:`build_sub_block`
+    for blocks a class makes itself)."""
+
+    def __init__(self, binding, cfg, bindings):
+        self.broken = constructed_by_name(binding, bindings)
+        self.namespace = binding.target.__init__.__globals__ if self.broken else {}
+        self.cfg, self.bindings = cfg, bindings
+
+    def __enter__(self):
+        for b in self.broken:
+            self.namespace[b.name] = stand_in(b, self.cfg)
+
+    def __exit__(self, *exc):
+        for b in self.broken:
+            self.namespace[b.name] = b.target
+
+
+def returns_tuple(cls):
+    """Whether the class's forward returns a tuple (``return out, weights``), read from its source."""
+    import ast
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    return any(isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) for node in ast.walk(tree))
+
+
+def stand_in(broken, cfg):
+    """A class taking the broken class's constructor and forward arguments that computes the reference's role: the
+    hyperparameters read from the constructor's arguments (by the binding's plan), the inputs from the forward's
+    (masks in the code's convention), a tuple returned if the broken forward returns one."""
+    from conformance.interface import call_with_canonical_arguments
+    from reference.transformer import CONFORMANCE_ROLES as REFERENCE
+    signature = inspect.signature(broken.target)
+    forward = getattr(broken.target, "forward", nn.Module.forward)
+    parameters = list(inspect.signature(forward).parameters.values())[1:]
+    plan = call_plan(parameters, CANONICAL_CALLS[broken.role])
+    pair = returns_tuple(broken.target)
+    fields = {f.name for f in dataclasses.fields(Config)}
+
+    class StandIn(nn.Module):
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+            arguments = signature.bind(*args, **kwargs).arguments
+            values = {broken.constructor[n]: v for n, v in arguments.items()
+                      if broken.constructor.get(n) in fields and isinstance(v, (int, float))}
+            self.reference = call_with_canonical_arguments(REFERENCE[broken.role], dataclasses.replace(cfg, **values))
+
+        def forward(self, *args, **kwargs):
+            given = inspect.Signature(parameters).bind(*args, **kwargs).arguments
+            named = {c: given.get(p.name) for p, c in zip(parameters, plan) if c}
+            inputs = []
+            for canonical in CANONICAL_CALLS[broken.role]:
+                value = named.get(canonical)
+                if canonical in ("key", "value") and value is None:
+                    value = named.get("query")  # a self-attention forward(x, mask)
+                if canonical.endswith("mask") and isinstance(value, torch.Tensor):
+                    value = from_convention(value, broken_convention(value))
+                    value = value[:, 0] if value.dim() == 4 else value  # a head axis the reference adds itself
+                inputs.append(value)
+            out = self.reference(*inputs)
+            return (out, None) if pair else out
+
+    StandIn.__name__ = StandIn.__qualname__ = f"{broken.name}StandIn"
+    return StandIn
+
+
+def broken_convention(mask):
+    """The convention of a mask the code hands its broken block: additive if float with -inf, else boolean keep."""
+    return "additive" if mask.is_floating_point() and torch.isinf(mask).any() else "keep"
 
 
 SOURCE_WORDS, TARGET_WORDS = ("src", "source", "input", "enc"), ("tgt", "trg", "target", "output", "dec")
@@ -605,7 +692,7 @@ MASK_CALLS = {
 def behaves(implementation, role):
     """Build the role on a small configuration and make the canonical call; None if it works, else the error."""
     from conformance.harness import Case, run
-    case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=3, dtype=torch.float32, seed=0)
+    case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
     try:
         if role in MASK_CALLS:  # the harness has no canonical call of the mask helpers: theirs is made here
             arguments = MASK_CALLS[role](case)
@@ -698,6 +785,9 @@ def discover(namespace, module_name, overrides=None):
                                    for n in notes):
                 notes.append(f"{binding.role}: built with the reference's {sub.role} in place of {sub.name}, which "
                              f"does not work ({problem[:120]})")
+        for sub in constructed_by_name(binding, bindings):
+            notes.append(f"{binding.role}: built with the reference's {sub.role} standing in for {sub.name}, which "
+                         f"{binding.name} builds itself and which does not work")
     found = Discovery(roles, bindings, convention, notes)
     if found.unusable and "head_axis" not in masks:
         with_heads = discover(namespace, module_name, {**overrides, "masks": {
