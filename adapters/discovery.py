@@ -283,13 +283,15 @@ def build_from_plan(binding, cfg, bindings, depth=0):
 
 def constructed_by_name(binding, bindings):
     """The broken bindings (they fail under their canonical call) whose class ``binding``'s ``__init__`` builds
-    itself, by its global name (``self.attn = MultiHeadAttention(n_head, d_model, ...)``)."""
+    itself, by its global name (``self.attn = MultiHeadAttention(n_head, d_model, ...)``); not a class without a
+    forward of its own (nothing tells how the block calls it: the crash it causes is the finding)."""
     init = getattr(binding.target, "__init__", None)
     code, namespace = getattr(init, "__code__", None), getattr(init, "__globals__", {})
     if code is None or not inspect.isclass(binding.target):
         return []
     return [b for b in bindings.values() if not b.works and b is not binding and inspect.isclass(b.target)
-            and b.name in code.co_names and namespace.get(b.name) is b.target]
+            and b.target.forward is not nn.Module.forward and b.name in code.co_names
+            and namespace.get(b.name) is b.target]
 
 
 class standing_in:
