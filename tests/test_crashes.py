@@ -102,3 +102,54 @@ def test_each_crash_is_named_with_its_cause_and_line(tmp_path):
         assert words in check["message"], (component, check["message"])
         if check["verdict"] == "error":
             assert f"{path}:" in check["message"], check["message"]
+
+
+BUILT_BY_NAME = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+
+    class MultiHeadAttention(nn.Module):
+        def __init__(self, n_head, d_model):
+            super().__init__()
+            self.w_q = nn.Linear(d_model, d_model)
+
+        def forward(self, q, k, v, mask=None):
+            return self.w_q(q) * self.scale, None        # crashes: never assigned
+
+
+    class FeedForward(nn.Module):
+        def __init__(self, d_model, d_ff):
+            super().__init__()
+            self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+        def forward(self, x):
+            return self.w_2(torch.relu(self.w_1(x)))
+
+
+    class EncoderLayer(nn.Module):
+        def __init__(self, d_model, n_head, d_ff):
+            super().__init__()
+            self.attn = MultiHeadAttention(n_head, d_model)   # built here, by name
+            self.ffn = FeedForward(d_model, d_ff)
+            self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+
+        def forward(self, x, mask):
+            out, _ = self.attn(x, x, x, mask)
+            x = x + self.norm1(out)                            # its own bug: x + LayerNorm(Sublayer(x))
+            return x + self.norm2(self.ffn(x))
+''')
+
+
+def test_a_block_is_checked_with_a_stand_in_for_a_broken_block_it_builds_itself(tmp_path):
+    path = tmp_path / "built_by_name.py"
+    path.write_text(BUILT_BY_NAME)
+    code, output, report = run_suite(f"--impl={path}", "-m", "encoder_layer or multi_head_attention",
+                                     tmp_path=tmp_path)
+    assert code == 1, output
+    by_check = {(c["component"], c["check"]): c for c in report["checks"]}
+    assert by_check["multi_head_attention", "output_shape"]["cause"] == "error.attribute_never_assigned"
+    placement = by_check["encoder_layer", "layer_placement"]
+    assert placement["cause"] == "encoder_layer.norm_order.norm_on_sublayer_output", placement
+    assert by_check["encoder_layer", "output_shape"]["verdict"] == "pass"
+    assert any("standing in for MultiHeadAttention" in note for note in report["notes"]), report["notes"]
