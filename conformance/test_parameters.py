@@ -94,10 +94,16 @@ NORMS = {"layer_norm": 1, "sublayer_connection": 1, "encoder_layer": 2, "decoder
          "decoder": 3, "model": 5}  # per layer for the stacks and the model (times N)
 
 
-def explain_difference(component, cfg, observed, expected):
-    """The difference in words (d_model and d_ff swapped, k LayerNorms, ...), when a plausible reading exists."""
+def explain_difference(component, cfg, observed, expected, norms_found=None):
+    """The difference in words (d_model and d_ff swapped, k LayerNorms, ...), when a plausible reading exists;
+    ``norms_found``, the norm modules the candidate has, settles readings that the count alone leaves open."""
     d, f, diff = cfg.d_model, cfg.d_ff, observed - expected
     more = "extra" if diff > 0 else "missing"
+    norms_expected = NORMS.get(component, 0) * (cfg.N if component in ("encoder", "decoder", "model") else 1)
+    if norms_found is not None and norms_expected and diff == (norms_found - norms_expected) * 2 * d:
+        return (f"{abs(norms_found - norms_expected)} {more} LayerNorm(s) (2 d_model each): {norms_found} norm "
+                f"module(s) where the paper has {norms_expected}"
+                + (", one shared by several sub-layers?" if diff < 0 else ""))
     if component in ATTENTIONS and component != "multi_head_attention" \
             and observed == closed_form(component, cfg, d_model=f, d_ff=d):
         return "the count of the closed form with d_model and d_ff swapped"
@@ -178,7 +184,7 @@ def test_parameter_count(impl, device, contract, component, drawn):
                         repro)
     raise Failure(f"{component}.parameters.count", requirement,
                   f"{observed} parameters ({observed - expected:+d}: "
-                  f"{explain_difference(component, cfg, observed, expected)})", repro)
+                  f"{explain_difference(component, cfg, observed, expected, len(norm_modules(m)))})", repro)
 
 
 def vocabulary_shaped(p, cfg):
