@@ -1,11 +1,14 @@
 """Static reading of a submission's own classes, for mistakes that a crash elsewhere may hide from the checks that
-run the code: a ``forward`` that returns nothing, and an attribute read as ``self.name`` that nothing ever assigns.
+run the code: a ``forward`` that returns nothing, an attribute read as ``self.name`` that nothing ever assigns, and
+a call of a sub-block (``self.attn(x, mask=mask)``) that its ``forward`` cannot take.
 
 A block whose ``__init__`` lacks ``super().__init__()`` cannot be built, so the checks never reach its forward; what
 the forward does wrong is still there to read. Both lints are conservative: a name counts as assigned if any code
 of the submission assigns an attribute of that name, names it in a string (``register_buffer("pe", ...)``,
 ``setattr``), or the class or ``torch.nn.Module`` defines it; a class with a base from another library (whose own
-``__init__`` may assign anything) is not read for attributes.
+``__init__`` may assign anything) is not read for attributes. A sub-block's forward is read from its class body,
+or from inside its ``__init__`` when it was indented one level too far; one taking ``*args`` or ``**kwargs`` is
+not read.
 """
 import ast
 import inspect
@@ -20,7 +23,7 @@ MODULE_ATTRIBUTES = set(vars(nn.Module())) | set(dir(nn.Module))
 class Finding:
     cls: str
     cause: str
-    """``forward_returns_nothing`` or ``attribute_never_assigned``."""
+    """``forward_returns_nothing``, ``attribute_never_assigned`` or ``sub_block_call_misfits``."""
     message: str
     filename: str
     line: int
@@ -108,6 +111,66 @@ def attributes_never_assigned(cls, node, assigned):
     return found
 
 
+def forward_of(node):
+    """The ``forward`` FunctionDef of a ClassDef: in its body, else nested in its ``__init__``; None if neither."""
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef) and item.name == "forward":
+            return item
+    init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    nested = [f for f in ast.walk(init) if isinstance(f, ast.FunctionDef) and f.name == "forward"] if init else []
+    return nested[0] if nested else None
+
+
+def call_misfit(call, forward):
+    """Why ``call`` cannot bind to ``forward``'s parameters (after ``self``), or None."""
+    a = forward.args
+    if a.vararg or a.kwarg or any(isinstance(x, ast.Starred) for x in call.args) \
+            or any(k.arg is None for k in call.keywords):
+        return None
+    positional = [p.arg for p in (a.posonlyargs + a.args)[1:]]
+    required = positional[:len(positional) - len(a.defaults)]
+    required += [p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is None]
+    if len(call.args) > len(positional):
+        return f"{len(call.args)} positional arguments where it takes at most {len(positional)}"
+    given = set(positional[:len(call.args)])
+    unknown = [k.arg for k in call.keywords if k.arg not in positional + [p.arg for p in a.kwonlyargs]]
+    if unknown:
+        return f"no parameter named {', '.join(unknown)}"
+    missing = [name for name in required if name not in given | {k.arg for k in call.keywords}]
+    return f"{', '.join(missing)} not given" if missing else None
+
+
+def sub_block_calls_that_misfit(name, node, definitions):
+    """``[(call node, message)]``: calls ``self.x(...)`` where ``__init__`` made ``self.x = Block(...)``, one of the
+    submission's classes, whose forward cannot take the call."""
+    init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    blocks = {}
+    for statement in ast.walk(init) if init else ():
+        if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call) \
+                and isinstance(statement.value.func, ast.Name) and statement.value.func.id in definitions:
+            for target in statement.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    blocks[target.attr] = statement.value.func.id
+    found = []
+    for method in node.body:
+        if not isinstance(method, ast.FunctionDef) or method.name == "__init__":
+            continue
+        for call in ast.walk(method):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
+                    and call.func.attr in blocks):
+                continue
+            block = blocks[call.func.attr]
+            forward = forward_of(definitions[block][1])
+            misfit = forward and call_misfit(call, forward)
+            if misfit:
+                parameters = ", ".join(p.arg for p in (forward.args.posonlyargs + forward.args.args)[1:])
+                found.append((call, f"{name}.{method.name} calls self.{call.func.attr}(...), a {block}, whose "
+                                    f"forward({parameters}) cannot take that call: {misfit}"))
+    return found
+
+
 def read_classes(sources, classes):
     """Findings for the given classes (``{name: class}``) in ``sources`` ([(filename, text)])."""
     definitions = class_definitions(sources)
@@ -122,4 +185,6 @@ def read_classes(sources, classes):
             findings.append(Finding(name, "forward_returns_nothing", returns[1], filename, returns[0].lineno))
         for attribute, message in attributes_never_assigned(cls, node, assigned):
             findings.append(Finding(name, "attribute_never_assigned", message, filename, attribute.lineno))
+        for call, message in sub_block_calls_that_misfit(name, node, definitions):
+            findings.append(Finding(name, "sub_block_call_misfits", message, filename, call.lineno))
     return findings

@@ -3,7 +3,7 @@
 run code; these still see it: calls passing arguments in the wrong order (``DecoderBlock(d_model, attn, cross, ff,
 dropout)`` against ``(features, self_attn, cross_attn, dropout, feed_forward)``, ``attention(query, key, value)``
 against ``(key, query, value)``, ``LayerNorm(features)`` into ``eps``), a ``forward`` that returns nothing, an
-attribute read that nothing assigns."""
+attribute read that nothing assigns, a sub-block called with inputs its forward cannot take."""
 import pytest
 
 from conformance.harness import MODULE_ROLES
@@ -38,3 +38,11 @@ def test_attributes_read_are_assigned(impl, component):
     """Every ``self.name`` the component's methods read is assigned somewhere (in ``__init__``, as a buffer, ...)."""
     check_reading(impl, component, "attribute_never_assigned",
                   "every attribute a method reads assigned first (usually in __init__)")
+
+
+@pytest.mark.parametrize("component", MODULE_ROLES)
+def test_sub_block_calls_fit_their_forward(impl, component):
+    """Each call ``self.block(...)`` of a sub-block the component builds binds to that block's ``forward``."""
+    check_reading(impl, component, "sub_block_call_misfits",
+                  "each sub-block called with the inputs its forward takes (§3.2.2: attention of queries over "
+                  "keys and values)")

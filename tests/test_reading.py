@@ -96,6 +96,17 @@ SOURCE = textwrap.dedent('''
 
             def forward(self, x):
                 return self.linear(x) * self.scale                   # flagged: never assigned
+
+
+    class CallsItsBlocks(nn.Module):
+        def __init__(self, d_model):
+            super().__init__()
+            self.inner = Nested(d_model)
+            self.typo = Typo(d_model)
+
+        def forward(self, x):
+            y = self.typo(x)                                         # correct: the forward takes x
+            return self.inner(x, mask=None)                          # flagged: Nested's (nested) forward has no mask
 ''')
 
 
@@ -133,6 +144,8 @@ def test_forward_without_return_and_attributes_never_assigned_are_found():
     flagged = {(f.cls, f.cause, lines[f.line - 1].split("#")[0].strip()) for f in found}
     assert flagged == {("NoReturn", "forward_returns_nothing", "def forward(self, x):"),
                        ("Typo", "attribute_never_assigned", "return self.lienar(x)"),
-                       ("Nested", "attribute_never_assigned", "return self.linear(x) * self.scale")}, flagged
+                       ("Nested", "attribute_never_assigned", "return self.linear(x) * self.scale"),
+                       ("CallsItsBlocks", "sub_block_call_misfits", "return self.inner(x, mask=None)")}, flagged
     messages = {f.cls: f.message for f in found}
     assert "self.lienar" in messages["Typo"] and "self.scale" in messages["Nested"]
+    assert "a Nested, whose forward(x) cannot take that call: no parameter named mask" in messages["CallsItsBlocks"]
