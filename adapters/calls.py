@@ -4,8 +4,8 @@ the wrong order.
 Student code often builds its blocks positionally (``DecoderBlock(d_model, attn, cross, ff, dropout)`` against
 ``def __init__(self, features, self_attn, cross_attn, dropout, feed_forward)``) and calls its helpers so
 (``attention(query, key, value)`` against ``def attention(key, query, value)``); the mistake only shows as a crash
-deep inside a forward, or as numbers silently wrong. Each positional argument that is a plain name is bound to the parameter it
-lands in and compared, by the words of the two names and the families of synonyms of ``adapters.discovery``, with
+deep inside a forward, or as numbers silently wrong. Each positional argument that is a plain name is bound to the
+parameter it lands in and compared, by the words of the two names and the families of synonyms of ``adapters.discovery``, with
 the other parameters: two arguments that each fit the other's parameter better than their own were swapped; an
 argument of one known kind landing in a constructor parameter of another known kind (``features`` into ``eps``)
 was misplaced.
@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass
 
 from adapters.discovery import ARGUMENT_NAMES, normalize
-from adapters.lint import parsed
 
 GENERIC_WORDS = {"block", "layer", "module", "self", "the", "encoder", "decoder", "enc", "dec", "src", "tgt", "x"}
 KIND_OF_NAME = {normalize(s): kind for kind, names in ARGUMENT_NAMES.items() for s in names}
@@ -74,8 +73,8 @@ def misplaced_arguments(call_args, parameters, swaps_only=False):
                     fit(other_argument, parameter) > fit(other_argument, other_parameter):
                 found.append((argument, parameter, other_parameter))
                 found.append((other_argument, other_parameter, parameter))
-        if not found and not swaps_only and group(argument) and group(parameter) and group(argument) != group(parameter) \
-                and not any(group(argument) == group(p) for p in parameters):
+        if not found and not swaps_only and group(argument) and group(parameter) \
+                and group(argument) != group(parameter) and not any(group(argument) == group(p) for p in parameters):
             found.append((argument, parameter, None))
     return found
 
@@ -135,15 +134,15 @@ def enclosing_definitions(tree):
     return owners
 
 
-def read_calls(sources, namespace, module_name):
+def read_calls(trees, namespace, module_name):
     """Misplaced arguments in the calls to the classes, functions and methods the submission defines
-    (``namespace``, ``module_name``), found in ``sources`` ([(filename, text)]); each names the class or top-level
-    function making the call."""
+    (``namespace``, ``module_name``), found in its parsed sources (``trees``, from ``adapters.lint.parsed``); each
+    names the class or top-level function making the call."""
     own = {name: obj for name, obj in namespace.items() if getattr(obj, "__module__", None) == module_name}
     classes = {name: obj for name, obj in own.items() if inspect.isclass(obj)}
     functions = {name: obj for name, obj in own.items() if inspect.isfunction(obj)}
     findings = []
-    for filename, tree in parsed(sources):
+    for filename, tree in trees:
         owners = enclosing_definitions(tree)
         for node in ast.walk(tree):
             found = isinstance(node, ast.Call) and callee(node, owners.get(id(node)), classes, functions)

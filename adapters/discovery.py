@@ -15,10 +15,13 @@ Three kinds of evidence, in order:
 The result is an :class:`conformance.interface.Implementation` whose ``mapping`` says what was found and how,
 and which an adapter file (``conformance.toml`` next to the code, see :func:`read_overrides`) can override.
 """
+import ast
+import contextlib
 import dataclasses
 import difflib
 import inspect
 import re
+import textwrap
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -256,8 +259,9 @@ def stack_layer_role(role):
     return {"encoder": "encoder_layer", "decoder": "decoder_layer"}.get(role)
 
 
-def build_from_plan(binding, cfg, bindings, depth=0):
-    """Instantiate ``binding.target`` with canonical arguments and freshly built sub-blocks."""
+def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
+    """Instantiate ``binding.target`` with canonical arguments and freshly built sub-blocks (``convention``: the
+    code's mask convention, for the stand-ins of :func:`standing_in`)."""
     if depth > 4:
         raise RecursionError("sub-blocks nest too deeply")
     kwargs = {}
@@ -271,13 +275,14 @@ def build_from_plan(binding, cfg, bindings, depth=0):
                         kwargs[name] = canonical_value(inner_source, cfg, inner.role)
         elif source.startswith("role:"):
             sub_cfg = dataclasses.replace(cfg, vocab_size=vocabularies[argument]) if argument in vocabularies else cfg
-            kwargs[argument] = build_sub_block(bindings[source[5:]], sub_cfg, bindings, depth + 1)
+            kwargs[argument] = build_sub_block(bindings[source[5:]], sub_cfg, bindings, depth + 1, convention)
         elif source == "layers":
             layer = bindings[stack_layer_role(binding.role) or "encoder_layer"]
-            kwargs[argument] = nn.ModuleList(build_from_plan(layer, cfg, bindings, depth + 1) for _ in range(cfg.N))
+            kwargs[argument] = nn.ModuleList(build_from_plan(layer, cfg, bindings, depth + 1, convention)
+                                             for _ in range(cfg.N))
         else:
             kwargs[argument] = canonical_value(source, cfg, binding.role)
-    with standing_in(binding, cfg, bindings):
+    with standing_in(binding, cfg, bindings, convention):
         return binding.target(**kwargs)
 
 
@@ -294,29 +299,24 @@ def constructed_by_name(binding, bindings):
             and namespace.get(b.name) is b.target]
 
 
-class standing_in:
+@contextlib.contextmanager
+def standing_in(binding, cfg, bindings, convention):
     """While ``binding``'s class is built, the broken classes it builds by name are replaced in its module by
     stand-ins (:func:`stand_in`), so that its own code is still checked (the grafting of :func:`build_sub_block`
     for blocks a class makes itself)."""
-
-    def __init__(self, binding, cfg, bindings):
-        self.broken = constructed_by_name(binding, bindings)
-        self.namespace = binding.target.__init__.__globals__ if self.broken else {}
-        self.cfg, self.bindings = cfg, bindings
-
-    def __enter__(self):
-        for b in self.broken:
-            self.namespace[b.name] = stand_in(b, self.cfg)
-
-    def __exit__(self, *exc):
-        for b in self.broken:
-            self.namespace[b.name] = b.target
+    broken = constructed_by_name(binding, bindings)
+    namespace = binding.target.__init__.__globals__ if broken else {}
+    for b in broken:
+        namespace[b.name] = stand_in(b, cfg, convention)
+    try:
+        yield
+    finally:
+        for b in broken:
+            namespace[b.name] = b.target
 
 
 def returns_tuple(cls):
     """Whether the class's forward returns a tuple (``return out, weights``), read from its source."""
-    import ast
-    import textwrap
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
     except (OSError, TypeError, SyntaxError):
@@ -324,15 +324,14 @@ def returns_tuple(cls):
     return any(isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) for node in ast.walk(tree))
 
 
-def stand_in(broken, cfg):
+def stand_in(broken, cfg, convention):
     """A class taking the broken class's constructor and forward arguments that computes the reference's role: the
     hyperparameters read from the constructor's arguments (by the binding's plan), the inputs from the forward's
-    (masks in the code's convention), a tuple returned if the broken forward returns one."""
+    (masks in the code's ``convention``), a tuple returned if the broken forward returns one."""
     from conformance.interface import call_with_canonical_arguments
     from reference.transformer import CONFORMANCE_ROLES as REFERENCE
     signature = inspect.signature(broken.target)
-    forward = getattr(broken.target, "forward", nn.Module.forward)
-    parameters = list(inspect.signature(forward).parameters.values())[1:]
+    parameters = list(inspect.signature(broken.target.forward).parameters.values())[1:]
     plan = call_plan(parameters, CANONICAL_CALLS[broken.role])
     pair = returns_tuple(broken.target)
     fields = {f.name for f in dataclasses.fields(Config)}
@@ -354,7 +353,7 @@ def stand_in(broken, cfg):
                 if canonical in ("key", "value") and value is None:
                     value = named.get("query")  # a self-attention forward(x, mask)
                 if canonical.endswith("mask") and isinstance(value, torch.Tensor):
-                    value = from_convention(value, broken_convention(value))
+                    value = from_convention(value, convention)
                     value = value[:, 0] if value.dim() == 4 else value  # a head axis the reference adds itself
                 inputs.append(value)
             out = self.reference(*inputs)
@@ -362,11 +361,6 @@ def stand_in(broken, cfg):
 
     StandIn.__name__ = StandIn.__qualname__ = f"{broken.name}StandIn"
     return StandIn
-
-
-def broken_convention(mask):
-    """The convention of a mask the code hands its broken block: additive if float with -inf, else boolean keep."""
-    return "additive" if mask.is_floating_point() and torch.isinf(mask).any() else "keep"
 
 
 SOURCE_WORDS, TARGET_WORDS = ("src", "source", "input", "enc"), ("tgt", "trg", "target", "output", "dec")
@@ -384,7 +378,7 @@ def sub_block_vocabularies(constructor, cfg):
     return sizes
 
 
-def build_sub_block(binding, cfg, bindings, depth):
+def build_sub_block(binding, cfg, bindings, depth, convention="keep"):
     """A sub-block handed to a constructor (``EncoderBlock(features, attention_block, ...)``): the candidate's own,
     or, when the candidate's cannot even be built (its own checks report why), the reference's, so that the
     enclosing block's own code is still checked (the mapping notes say so)."""
@@ -393,7 +387,7 @@ def build_sub_block(binding, cfg, bindings, depth):
     if not binding.works:
         return call_with_canonical_arguments(REFERENCE[binding.role], cfg)
     try:
-        return build_from_plan(binding, cfg, bindings, depth)
+        return build_from_plan(binding, cfg, bindings, depth, convention)
     except Exception:  # the candidate's own code; its role's checks report the error
         return call_with_canonical_arguments(REFERENCE[binding.role], cfg)
 
@@ -601,7 +595,7 @@ def function_role(binding, convention):
     if inspect.isclass(target):  # an attention module such as ScaledDotProductAttention(d_k, dropout)
         def attention(query, key, value, mask=None):
             cfg = dataclasses.replace(PROBE, d_model=query.size(-1) * PROBE.h)
-            module = build_from_plan(binding, cfg, {}).to(query.device, query.dtype).eval()
+            module = build_from_plan(binding, cfg, {}, convention=convention).to(query.device, query.dtype).eval()
             arguments = plan_arguments(module, CANONICAL_CALLS["attention"])
             return module(**adapt_arguments(arguments, CANONICAL_CALLS["attention"], (query, key, value, mask),
                                             convention))
@@ -629,7 +623,7 @@ def module_builder(binding, bindings, convention):
     """The canonical builder of a module role: construct from the plan, wrap under the canonical call."""
     def build(**cfg_values):
         cfg = Config(**cfg_values)
-        inner = build_from_plan(binding, cfg, bindings)
+        inner = build_from_plan(binding, cfg, bindings, convention=convention)
         if binding.role == "model" and hasattr(inner, "encode") and hasattr(inner, "decode"):
             return AdaptedModel(inner, convention, cfg.d_model)
         return Adapted(inner, binding.role, convention)

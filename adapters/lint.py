@@ -38,20 +38,20 @@ def parsed(sources):
             continue
 
 
-def class_definitions(sources):
+def class_definitions(trees):
     """``{class name: (filename, ClassDef)}``, the last definition of each name (a notebook may redefine one)."""
     found = {}
-    for filename, tree in parsed(sources):
+    for filename, tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 found[node.name] = (filename, node)
     return found
 
 
-def assigned_names(sources):
+def assigned_names(trees):
     """Every attribute name any code of the submission assigns, and every string constant it holds."""
     names = set()
-    for _, tree in parsed(sources):
+    for _, tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 names.add(node.attr)
@@ -70,9 +70,14 @@ def own_body(function):
             stack.extend(ast.iter_child_nodes(node))
 
 
+def method_of(node, name):
+    """The method ``name`` defined in the body of a ClassDef, or None."""
+    return next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
+
+
 def forward_returns_nothing(name, node):
     """The message if the class body's ``forward`` has no ``return <value>`` (and yields nothing), else None."""
-    forward = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
+    forward = method_of(node, "forward")
     if forward is None:
         return None
     for inner in own_body(forward):
@@ -113,12 +118,9 @@ def attributes_never_assigned(cls, node, assigned):
 
 def forward_of(node):
     """The ``forward`` FunctionDef of a ClassDef: in its body, else nested in its ``__init__``; None if neither."""
-    for item in node.body:
-        if isinstance(item, ast.FunctionDef) and item.name == "forward":
-            return item
-    init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
-    nested = [f for f in ast.walk(init) if isinstance(f, ast.FunctionDef) and f.name == "forward"] if init else []
-    return nested[0] if nested else None
+    init = method_of(node, "__init__")
+    nested = (f for f in ast.walk(init) if isinstance(f, ast.FunctionDef) and f.name == "forward") if init else ()
+    return method_of(node, "forward") or next(nested, None)
 
 
 def call_misfit(call, forward):
@@ -143,7 +145,7 @@ def call_misfit(call, forward):
 def sub_block_calls_that_misfit(name, node, definitions):
     """``[(call node, message)]``: calls ``self.x(...)`` where ``__init__`` made ``self.x = Block(...)``, one of the
     submission's classes, whose forward cannot take the call."""
-    init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    init = method_of(node, "__init__")
     blocks = {}
     for statement in ast.walk(init) if init else ():
         if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call) \
@@ -171,10 +173,11 @@ def sub_block_calls_that_misfit(name, node, definitions):
     return found
 
 
-def read_classes(sources, classes):
-    """Findings for the given classes (``{name: class}``) in ``sources`` ([(filename, text)])."""
-    definitions = class_definitions(sources)
-    assigned = assigned_names(sources)
+def read_classes(trees, classes):
+    """Findings for the given classes (``{name: class}``) in the submission's parsed sources (``trees``, from
+    :func:`parsed`)."""
+    definitions = class_definitions(trees)
+    assigned = assigned_names(trees)
     findings = []
     for name, cls in classes.items():
         if name not in definitions or not inspect.isclass(cls):

@@ -38,6 +38,7 @@ import importlib
 import inspect
 import os
 from dataclasses import dataclass
+
 from conformance.verdicts import Unusable
 
 ROLES = (
@@ -166,11 +167,11 @@ def load_from_path(path):
 def never_defined(name, problem):
     """The stand-in of a role whose code was never defined, its cell rejected by Python: every use of it is an
     error that says so."""
-    def stand_in(*args, **kwargs):
+    def undefined(*args, **kwargs):
         raise Unusable("error.cell_does_not_compile", f"{name} defined by code Python accepts",
                        f"{name} is defined in a cell that does not compile, so it does not exist: {problem}")
-    stand_in.__name__ = name
-    return stand_in
+    undefined.__name__ = name
+    return undefined
 
 
 def read_code(loaded, role_of_name):
@@ -178,17 +179,17 @@ def read_code(loaded, role_of_name):
     (``adapters.calls``; under the role of the class making the call, a top-level factory function counting as the
     model) and the lints of ``adapters.lint`` on the classes playing a role."""
     from adapters.calls import read_calls
-    from adapters.lint import read_classes
+    from adapters.lint import parsed, read_classes
     from adapters.loading import cell_file
-    sources = [(cell_file(loaded.path, cell.number), cell.source) for cell in loaded.cells]
+    trees = list(parsed((cell_file(loaded.path, cell.number), cell.source) for cell in loaded.cells))
     namespace = vars(loaded.module)
     found = {}
-    for m in read_calls(sources, namespace, loaded.module.__name__):
+    for m in read_calls(trees, namespace, loaded.module.__name__):
         role = role_of_name.get(m.caller, "model")
         found.setdefault(role, {}).setdefault("arguments_in_wrong_order", []).append(
             f"{m.message} (at {loaded.position(m.filename, m.line)} in {m.caller})")
     classes = {name: namespace[name] for name in role_of_name if name in namespace}
-    for f in read_classes(sources, classes):
+    for f in read_classes(trees, classes):
         found.setdefault(role_of_name[f.cls], {}).setdefault(f.cause, []).append(
             f"{f.message} (at {loaded.position(f.filename, f.line)})")
     return found

@@ -4,7 +4,6 @@ markers strict) makes deviations fail the run.
 
 Registered through the ``pytest11`` entry point ``conformance`` (see pyproject.toml).
 """
-import functools
 import json
 import os
 import sys
@@ -73,36 +72,8 @@ def read_expected(path):
     return {f"{e['component']}/{e['check']}": e for e in entries}
 
 
-FAILED_EXAMPLES = {}
-"""The exceptions of the running check's failing examples: hypothesis runs a failing example a second time to
-report it; the checks are deterministic given the example, so the second run re-raises the first's exception
-instead of paying for the check (and its diagnosis) again."""
-
-
-def remember_failures(inner_test):
-    @functools.wraps(inner_test)
-    def run_once(*args, **kwargs):
-        key = repr((args, sorted(kwargs.items())))
-        if key in FAILED_EXAMPLES:
-            raise FAILED_EXAMPLES[key]
-        try:
-            return inner_test(*args, **kwargs)
-        except Exception as exc:
-            FAILED_EXAMPLES[key] = exc
-            raise
-    run_once.remembers_failures = True
-    return run_once
-
-
-def pytest_runtest_teardown(item):
-    FAILED_EXAMPLES.clear()
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        handle = getattr(getattr(item, "obj", None), "hypothesis", None)
-        if handle is not None and not getattr(handle.inner_test, "remembers_failures", False):
-            handle.inner_test = remember_failures(handle.inner_test)
         component, family = component_of(item), family_of(item)
         if component in ROLES:
             item.add_marker(getattr(pytest.mark, component))

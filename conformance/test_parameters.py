@@ -99,21 +99,19 @@ def explain_difference(component, cfg, observed, expected, norms_found=None):
     ``norms_found``, the norm modules the candidate has, settles readings that the count alone leaves open."""
     d, f, diff = cfg.d_model, cfg.d_ff, observed - expected
     more = "extra" if diff > 0 else "missing"
-    norms_expected = NORMS.get(component, 0) * (cfg.N if component in ("encoder", "decoder", "model") else 1)
-    if norms_found is not None and norms_expected and diff == (norms_found - norms_expected) * 2 * d:
-        return (f"{abs(norms_found - norms_expected)} {more} LayerNorm(s) (2 d_model each): {norms_found} norm "
-                f"module(s) where the paper has {norms_expected}"
-                + (", one shared by several sub-layers?" if diff < 0 else ""))
+    n = cfg.N if component in ("encoder", "decoder", "model") else 1
+    attentions, ffns, norms = (ATTENTIONS.get(component, 0) * n, FEED_FORWARDS.get(component, 0) * n,
+                               NORMS.get(component, 0) * n)
+    if norms_found is not None and norms and diff == (norms_found - norms) * 2 * d:
+        return (f"{abs(norms_found - norms)} {more} LayerNorm(s) (2 d_model each): {norms_found} norm module(s) "
+                f"where the paper has {norms}" + (", one shared by several sub-layers?" if diff < 0 else ""))
     if component in ATTENTIONS and component != "multi_head_attention" \
             and observed == closed_form(component, cfg, d_model=f, d_ff=d):
         return "the count of the closed form with d_model and d_ff swapped"
     if component in FEED_FORWARDS and observed == closed_form(component, cfg, d_ff=d):
         return "the count of the closed form with d_ff = d_model (the inner layer is not d_ff wide)"
-    n = cfg.N if component in ("encoder", "decoder", "model") else 1
-    if component in FEED_FORWARDS and diff == -FEED_FORWARDS[component] * n * (f + d):
+    if component in FEED_FORWARDS and diff == -ffns * (f + d):
         return "the feed-forward biases b_1, b_2 of eq. (2) are missing"
-    attentions, ffns, norms = (ATTENTIONS.get(component, 0) * n, FEED_FORWARDS.get(component, 0) * n,
-                               NORMS.get(component, 0) * n)
     readings = []  # (size, what, plausible count)
     if component in ("encoder", "decoder", "model"):
         layer = {"encoder": ref.count_encoder_layer(d, f), "decoder": ref.count_decoder_layer(d, f),

@@ -5,7 +5,7 @@ import textwrap
 import types
 
 from adapters.calls import read_calls
-from adapters.lint import read_classes
+from adapters.lint import parsed, read_classes
 
 SOURCE = textwrap.dedent('''
     import math
@@ -117,7 +117,7 @@ def namespace():
 
 
 def findings():
-    return read_calls([("submission.py", SOURCE)], namespace(), "submission")
+    return read_calls(list(parsed([("submission.py", SOURCE)])), namespace(), "submission")
 
 
 def test_swapped_and_misplaced_arguments_are_found_with_caller_and_line():
@@ -139,7 +139,7 @@ def test_forward_without_return_and_attributes_never_assigned_are_found():
     """Only the flagged lines are found, in every class of the source, each with its cause."""
     classes = {name: obj for name, obj in namespace().items()
                if isinstance(obj, type) and obj.__module__ == "submission"}
-    found = read_classes([("submission.py", SOURCE)], classes)
+    found = read_classes(list(parsed([("submission.py", SOURCE)])), classes)
     lines = SOURCE.splitlines()
     flagged = {(f.cls, f.cause, lines[f.line - 1].split("#")[0].strip()) for f in found}
     assert flagged == {("NoReturn", "forward_returns_nothing", "def forward(self, x):"),
