@@ -1,6 +1,6 @@
 """Diagnosis of crashes: an exception raised by the implementation's code, read for the common mistakes behind it
 (``super().__init__()`` missing, a name that does not exist, arguments in the wrong order, a ``forward`` defined at
-the wrong indentation, a call that unpacks the wrong number of results) so that the report names the cause."""
+the wrong indentation, a call that unpacks the wrong number of results, None used as a tensor) so that the report names the cause."""
 import inspect
 import linecache
 import re
@@ -75,6 +75,9 @@ def diagnose(exc, tb, is_checker_code, locate=None):
     if isinstance(exc, AttributeError) and match and cls is not None and cls.__name__ == match[1]:
         return Crash("error.attribute_never_assigned", f"{name} uses self.{match[2]}, which {match[1]}.__init__ never "
                      f"assigns (a line missing or misspelled in __init__)", where)
+    if isinstance(exc, (AttributeError, TypeError)) and "'NoneType'" in text:
+        return Crash("error.none_used_as_tensor", f"{text}: None was used where a tensor is expected in {name} (a "
+                     "forward or function with no return statement before it?)", where)
     if isinstance(exc, NameError):
         missing = getattr(exc, "name", None) or text
         source = linecache.getline(filename, line or 0)

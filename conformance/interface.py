@@ -87,19 +87,28 @@ def call_with_canonical_arguments(builder, cfg):
 class Implementation:
     """An implementation under test: a name and its role builders."""
 
-    def __init__(self, spec, roles, origin=None, notes=(), locate=None, read=None):
+    def __init__(self, spec, roles, origin=None, notes=(), locate=None, read=None, repair=None):
         self.spec = spec
         self.read = dict(read or {})  # role -> {cause: [message, ...]} found by reading the code (``read_code``)
         self.roles = dict(roles)
         self.origin = origin or spec
         self.notes = list(notes)  # how the code was loaded and mapped, for the report
         self.locate = locate  # (filename, line) -> "path:57 (cell 3, line 5)" for code that ran from cells
+        self.repair = repair  # () -> the implementation with its crashes repaired (``adapters.repairs``), or None
+        self._repaired = None
         unknown = set(self.roles) - set(ROLES)
         if unknown:
             raise ValueError(f"{spec}: unknown roles {sorted(unknown)}; known roles are {list(ROLES)}")
 
     def __repr__(self):
         return f"Implementation({self.spec!r}, roles={sorted(self.roles)})"
+
+    @property
+    def repaired(self):
+        """The implementation discovered again in the submission's code with its crashes repaired, or None."""
+        if self.repair is not None and self._repaired is None:
+            self._repaired = self.repair()
+        return self._repaired
 
     def has(self, role):
         return role in self.roles
@@ -143,25 +152,46 @@ def load_from_path(path):
     """Code from a file or a package directory, whatever its form (``adapters.loading``): its own
     ``CONFORMANCE_ROLES`` if it defines them, else the roles that ``adapters.discovery`` finds."""
     from adapters.discovery import discover, read_overrides, roles_in_uncompiled_cells
-    from adapters.loading import load_code
+    from adapters.lint import parsed
+    from adapters.loading import cell_file, load_code
     loaded = load_code(path, cell_timeout=float(os.environ.get(CELL_TIMEOUT_ENV_VAR, 10)))
     notes = [f"loaded as {loaded.kind}: {len(loaded.cells)} code cell(s)"] + [p.message for p in loaded.problems]
     if loaded.fatal or loaded.module is None:
         return Implementation(path, {}, notes=notes + [loaded.fatal or "nothing could be run"])
+    trees = list(parsed((cell_file(loaded.path, cell.number), cell.source) for cell in loaded.cells))
     roles = getattr(loaded.module, "CONFORMANCE_ROLES", None)
     if isinstance(roles, dict):
         names = {getattr(builder, "__name__", None): role for role, builder in roles.items()}
         return Implementation(path, roles, origin=path, notes=notes, locate=loaded.position,
-                              read=read_code(loaded, names))
+                              read=read_code(loaded, trees, names), repair=repairer(path, loaded, trees, lambda new: {
+                                  role: new.get(getattr(builder, "__name__", None), builder)
+                                  for role, builder in roles.items()}))
     directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    found = discover(vars(loaded.module), loaded.module.__name__, read_overrides(directory))
+    overrides = read_overrides(directory)
+    found = discover(vars(loaded.module), loaded.module.__name__, overrides)
     names = {binding.name: role for role, binding in found.bindings.items()}
     roles, uncompiled = dict(found.roles), []
     for role, (name, problem) in roles_in_uncompiled_cells(loaded.problems, vars(loaded.module), roles).items():
         roles[role] = never_defined(name, problem.message)
         uncompiled.append(f"{role}: {name} is defined in a cell that does not compile ({problem.message})")
     return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled,
-                          locate=loaded.position, read=read_code(loaded, names))
+                          locate=loaded.position, read=read_code(loaded, trees, names),
+                          repair=repairer(path, loaded, trees, lambda new: discover(
+                              new, loaded.module.__name__, overrides).roles))
+
+
+def repairer(path, loaded, trees, roles_in):
+    """A function making the implementation again from the submission's code with its crashes repaired
+    (``adapters.repairs``; ``roles_in(namespace)`` finds the roles there), or None when nothing needs repairing."""
+    from adapters.repairs import repaired_namespace
+    namespace, repairs = repaired_namespace(trees, vars(loaded.module))
+    if not repairs:
+        return None
+
+    def repaired():
+        done = [f"{r.what} (at {loaded.position(*r.where) or r.cls})" for r in repairs]
+        return Implementation(path, roles_in(namespace), origin=path, notes=done, locate=loaded.position)
+    return repaired
 
 
 def never_defined(name, problem):
@@ -174,14 +204,12 @@ def never_defined(name, problem):
     return undefined
 
 
-def read_code(loaded, role_of_name):
-    """What reading the code finds, ``{role: {cause: [message]}}``: calls with arguments in the wrong order
+def read_code(loaded, trees, role_of_name):
+    """What reading the code (its parsed cells, ``trees``) finds, ``{role: {cause: [message]}}``: calls with arguments in the wrong order
     (``adapters.calls``; under the role of the class making the call, a top-level factory function counting as the
     model) and the lints of ``adapters.lint`` on the classes playing a role."""
     from adapters.calls import read_calls
-    from adapters.lint import parsed, read_classes
-    from adapters.loading import cell_file
-    trees = list(parsed((cell_file(loaded.path, cell.number), cell.source) for cell in loaded.cells))
+    from adapters.lint import read_classes
     namespace = vars(loaded.module)
     found = {}
     for m in read_calls(trees, namespace, loaded.module.__name__):

@@ -135,6 +135,43 @@ def classify(excinfo, component, locate=None):
     return ERROR, crash.cause, message
 
 
+BEHIND = pytest.StashKey[tuple]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    try:
+        return (yield)
+    except Exception as exc:
+        look_behind(pyfuncitem, exc)
+        raise
+
+
+def look_behind(item, exc):
+    """A check that ended in an error is run again on the implementation with its crashes repaired
+    (``Implementation.repaired``); what it finds there is stashed, to be reported behind the error."""
+    impl = item.funcargs.get("impl")
+    if impl is None or impl.repaired is None or isinstance(exc, (MissingRole, pytest.skip.Exception)) or (
+            isinstance(exc, Finding) and exc.verdict != ERROR):
+        return
+    repaired = impl.repaired
+    try:
+        item.obj(**{**{name: item.funcargs[name] for name in item._fixtureinfo.argnames}, "impl": repaired})
+        item.stash[BEHIND] = (PASS, "", "", repaired.notes)
+    except Exception as again:  # the check's own verdict, or a crash of the repaired code
+        item.stash[BEHIND] = classify(pytest.ExceptionInfo.from_exception(again), component_of(item),
+                                      repaired.locate) + (repaired.notes,)
+
+
+def behind(item, verdict, cause):
+    """``{"verdict", "cause", "message", "repairs"}`` found behind an error by :func:`look_behind`, else None (also
+    when the repaired code ends in the same error)."""
+    found = item.stash.get(BEHIND, None)
+    if verdict != ERROR or found is None or found[:2] == (verdict, cause):
+        return None
+    return dict(zip(("verdict", "cause", "message", "repairs"), found))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     # hypothesis would offer a `git apply` patch adding failing examples to the checker's own code: not the user's
@@ -150,6 +187,11 @@ def pytest_runtest_makereport(item, call):
             call.excinfo, component_of(item), getattr(getattr(item, "funcargs", {}).get("impl"), "locate", None))
         record = dict(component=component_of(item), family=family_of(item), check=check_of(item),
                       verdict=verdict, cause=cause, message=message, nodeid=item.nodeid)
+        hidden = behind(item, verdict, cause)
+        if hidden:
+            record["behind"] = hidden
+            record["message"] += (f"\nbehind this error, with {'; '.join(hidden['repairs'])}: {hidden['verdict']}"
+                                  + (f" {hidden['cause']}: {hidden['message']}" if hidden["cause"] else ""))
         strict = item.config.getoption("strict")
         expected = item.config.stash[EXPECTED].get(f"{record['component']}/{record['check']}")
         if expected and expected.get("verdict", verdict) == verdict and verdict != PASS:
@@ -213,6 +255,10 @@ def pytest_terminal_summary(terminalreporter, config):
         tag = " (expected)" if all(r.get("expected") for r in group) else ""
         checks = ", ".join(sorted({r["check"] for r in group}))
         tr.write_line(f"{verdict.upper():9} {component} [{checks}]{tag}: {group[0]['message'].splitlines()[0]}")
+    for (verdict, component, cause, crash), group in findings_behind_errors(records):
+        checks = ", ".join(sorted({r["check"] for r in group}))
+        tr.write_line(f"{verdict.upper():9} {component} [{checks}] behind {crash}: "
+                      f"{(group[0]['behind']['message'].splitlines() or [''])[0] if cause else 'passes once repaired'}")
     for key in unmatched_expectations(config, records):
         tr.write_line(f"WARNING expected-results entry {key!r} matches no finding of this run")
 
@@ -224,6 +270,18 @@ def findings(records):
     for r in records:
         if r["verdict"] != PASS:
             groups.setdefault((r["verdict"], r["component"], r["cause"]), []).append(r)
+    order = {role: i for i, role in enumerate(ROLES)}
+    return sorted(groups.items(), key=lambda g: (-verdicts.SEVERITY[g[0][0]], order.get(g[0][1], 99), g[0][2]))
+
+
+def findings_behind_errors(records):
+    """``[((verdict, component, cause, crash cause), [record, ...])]``: what the checks that ended in an error find
+    once the crash is repaired, grouped like :func:`findings`."""
+    groups = {}
+    for r in records:
+        if "behind" in r:
+            b = r["behind"]
+            groups.setdefault((b["verdict"], r["component"], b["cause"], r["cause"]), []).append(r)
     order = {role: i for i, role in enumerate(ROLES)}
     return sorted(groups.items(), key=lambda g: (-verdicts.SEVERITY[g[0][0]], order.get(g[0][1], 99), g[0][2]))
 

@@ -72,8 +72,11 @@ def constant_ratio(numerator, denominator, where, rtol=1e-3):
 def identity_weight(shape, d_model, d_k, index):
     """An identity-like value for a projection weight of ``shape``; None if the shape is not a projection.
 
-    (d, d): identity; (k d, d): k stacked identities (packed q/k/v); (d_k, d): the rows of head ``index``.
+    (d, d): identity; (k d, d): k stacked identities (packed q/k/v); (d_k, d): the rows of head ``index``;
+    (d_k, d_k): identity (one projection applied to every head's slice).
     """
+    if shape == (d_k, d_k):
+        return torch.eye(d_k)
     if len(shape) != 2 or shape[1] != d_model:
         return None
     rows = shape[0]

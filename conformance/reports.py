@@ -11,7 +11,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from conformance.interface import ROLES
-from conformance.plugin import FAMILIES, findings
+from conformance.plugin import FAMILIES, findings, findings_behind_errors
 
 
 def run_checks(impl, report_json, *pytest_args, timeout=600):
@@ -42,6 +42,16 @@ def markdown(data, title=None):
         checks = ", ".join(sorted({r["check"] for r in group}))
         message = group[0]["message"].splitlines()[0].removeprefix(f"{cause}: ")
         lines.append(f"- **{verdict}** `{component}` ({checks}): `{cause}`: {message}")
+    hidden = findings_behind_errors(data["checks"])
+    if hidden:
+        lines += ["", "## Behind the errors", "",
+                  "What the checks that ended in an error find once the crash is repaired "
+                  f"({'; '.join(sorted({r for _, g in hidden for r in g[0]['behind']['repairs']}))}):", ""]
+    for (verdict, component, cause, crash), group in hidden:
+        checks = ", ".join(sorted({r["check"] for r in group}))
+        message = (group[0]["behind"]["message"].splitlines() or [""])[0].removeprefix(f"{cause}: ")
+        lines.append(f"- **{verdict}** `{component}` ({checks}) behind `{crash}`"
+                     + (f": `{cause}`: {message}" if cause else ": passes once repaired"))
     return "\n".join(lines) + "\n"
 
 

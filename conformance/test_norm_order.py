@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from hypothesis import given
 
 from conformance import strategies
-from conformance.harness import Case, canonical_inputs
+from conformance.harness import Case, canonical_inputs, output_tensor
 from conformance.verdicts import Deviation, Failure, Missing
 from conformance.weights import (inside, layer_lists, norm_modules, perturb_norms, reset_norms,
                                  zero_non_norm_parameters)
@@ -44,13 +44,14 @@ SUBLAYERS = {"encoder_layer": 2, "decoder_layer": 3}
 MATCH = 0.01  # distance (relative to the input's norm) under which an output matches a placement
 
 
-def call(m, inputs):
-    """Call with autograd on: torch.nn's fused inference fast paths (and nested tensors) stay off."""
+def call(m, inputs, role):
+    """Call with autograd on: torch.nn's fused inference fast paths (and nested tensors) stay off. A block
+    returning a tuple is read by its first item."""
     with torch.enable_grad():
         out = m(*inputs)
-    if isinstance(out, (tuple, list)):
+    if isinstance(out, (tuple, list)) and out:
         out = out[0]
-    return out.detach()
+    return output_tensor(out, role).detach()
 
 
 def distance(a, b, scale):
@@ -147,7 +148,7 @@ def test_sublayer_connection_placement(impl, device, contract, component, drawn)
     x = case.randn(case.batch, case.tgt_len, d) * 2 + 0.5
     weight, bias = case.randn(d, d) / math.sqrt(d), case.randn(d)
     sublayer = lambda z: z @ weight + bias  # noqa: E731
-    out = call(m, (x, sublayer))
+    out = call(m, (x, sublayer), component)
     ranked = nearest([(out, x, [[sublayer]])], x.norm(), layer_norms(m, d))
     judge(component, contract, ranked, case.reproduction(
         component, f"x = torch.randn(2, 3, {d}); W = torch.randn({d}, {d})\n"
@@ -177,13 +178,13 @@ def test_layer_placement(impl, device, contract, component, drawn):
     reset_norms(m)
     zero_non_norm_parameters(m)
     zero = lambda z: torch.zeros_like(z)  # noqa: E731
-    observations = [(call(m, inputs), x, [[zero] * k])]
+    observations = [(call(m, inputs, component), x, [[zero] * k])]
     ranked = nearest(observations, x.norm(), layer_norms(m, d))
     c = case.randn(d) + 1.0
     if zero_non_norm_parameters(m, bias_value=c, d_model=d):
         # each sub-layer now outputs c; failing that, some output 0 (a last projection without bias)
         const = lambda z: c.expand_as(z)  # noqa: E731
-        out = call(m, inputs)
+        out = call(m, inputs, component)
         ranked = nearest(observations + [(out, x, [[const] * k])], x.norm(), layer_norms(m, d))
         if ranked[0][0] > MATCH:
             partial = list(itertools.product([const, zero], repeat=k))[1:-1]
@@ -195,8 +196,8 @@ def test_layer_placement(impl, device, contract, component, drawn):
         (LayerNorm removes it) shifts a pre-norm layer's output by s, leaves a doubly normalized one unchanged,
         and changes a post-norm or norm-less one otherwise; a pre-norm layer's norms change its output."""
         fresh = case.build(component)
-        y0 = call(fresh, inputs)
-        shifted = call(fresh, [x + 3.0] + inputs[1:]) - y0
+        y0 = call(fresh, inputs, component)
+        shifted = call(fresh, [x + 3.0] + inputs[1:], component) - y0
         shifts, invariant = distance(shifted, torch.full_like(y0, 3.0), y0.norm()) < 1e-3, \
             distance(shifted, torch.zeros_like(y0), y0.norm()) < 1e-3
         if {"post_norm", "norm_twice"} <= set(causes):
@@ -205,7 +206,7 @@ def test_layer_placement(impl, device, contract, component, drawn):
             norms_matter = shifts
             if not shifts and norm_modules(fresh):
                 perturb_norms(fresh)
-                norms_matter = distance(call(fresh, inputs), y0, y0.norm()) > 1e-6
+                norms_matter = distance(call(fresh, inputs, component), y0, y0.norm()) > 1e-6
             causes = [c for c in causes if c != ("norm_missing" if norms_matter else "pre_norm")]
         return causes
     judge(component, contract, ranked, repro, tie_breaker=tie_breaker)
@@ -238,7 +239,7 @@ def test_stack_final_norm(impl, device, contract, component, drawn):
     handles += [norm.register_forward_hook(record(name)) for name, norm in outside]
     try:
         inputs = probe_inputs(case, component)
-        out = call(m, inputs)
+        out = call(m, inputs, component)
     finally:
         for h in handles:
             h.remove()

@@ -1,0 +1,133 @@
+"""Repairs of the mistakes that stop a class before its own code runs, so that the checks can still say what that
+code computes: ``super().__init__()`` missing, ``super(Renamed, self)`` naming a class that does not exist, a
+``forward`` indented into ``__init__``, and ``self.name`` read where ``__init__`` assigned a close name
+(``self.embed_size`` for ``self.embed_dim``).
+
+Each repair is a small rewrite of the class's syntax tree, compiled into a *copy* of the submission's namespace (the
+code under test is never changed). The plugin runs a check that ended in an error again on the repaired code and
+reports what it finds there *behind* the error, never in its place: the code as written still crashes.
+"""
+import ast
+import copy
+import difflib
+import inspect
+from dataclasses import dataclass
+
+import torch.nn as nn
+
+from adapters.lint import assigned_names, attributes_never_assigned, method_of
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclass
+class Repair:
+    cls: str
+    what: str
+    where: tuple
+    """(filename, line) of the class repaired."""
+
+
+def calls_super_init(init):
+    """Whether ``__init__`` calls ``super(...).__init__`` or ``Base.__init__(self, ...)``."""
+    for node in ast.walk(init):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__":
+            return True
+    return False
+
+
+def insert_super_init(name, node, cls, namespace, assigned):
+    """``super().__init__()`` as the first statement of a module's ``__init__`` that never initialises its base."""
+    init = method_of(node, "__init__")
+    if init is None or not issubclass(cls, nn.Module) or calls_super_init(init):
+        return []
+    docstring = ast.get_docstring(init, clean=False) is not None
+    statement = ast.parse("super().__init__()").body[0]
+    init.body.insert(int(docstring), ast.copy_location(statement, init.body[0]))
+    return [f"super().__init__() inserted at the start of {name}.__init__"]
+
+
+def drop_unknown_super_class(name, node, cls, namespace, assigned):
+    """``super(X, self)`` where no class X exists (a class renamed since) becomes ``super()``."""
+    done = []
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "super" \
+                and call.args and isinstance(call.args[0], ast.Name) and call.args[0].id not in namespace:
+            done.append(f"super({call.args[0].id}, ...) in {name} read as super()")
+            call.args, call.keywords = [], []
+    return done
+
+
+def move_nested_methods(name, node, cls, namespace, assigned):
+    """Functions defined inside ``__init__`` and never used there (``def forward`` indented one level too deep)
+    become methods of the class."""
+    init = method_of(node, "__init__")
+    if init is None:
+        return []
+    used = {n.id for statement in init.body if not isinstance(statement, FUNCTIONS)
+            for n in ast.walk(statement) if isinstance(n, ast.Name)}
+    nested = [s for s in init.body if isinstance(s, FUNCTIONS) and s.name not in used and method_of(node, s.name) is None
+              and s.args.args and s.args.args[0].arg == "self"]
+    for function in nested:
+        init.body.remove(function)
+        node.body.append(function)
+    if init.body == []:
+        init.body.append(ast.copy_location(ast.Pass(), init))
+    return [f"{f.name} moved out of {name}.__init__ into the class body" for f in nested]
+
+
+def rename_misspelled_attributes(name, node, cls, namespace, assigned):
+    """``self.x`` read but assigned nowhere, where the class assigns one close name, is read as that name."""
+    own = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+           and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    done = []
+    for misspelled in [attribute.attr for attribute, _ in attributes_never_assigned(cls, node, assigned)]:
+        match = difflib.get_close_matches(misspelled, sorted(own), n=1, cutoff=0.6)
+        if not match:
+            continue
+        for n in ast.walk(node):
+            if isinstance(n, ast.Attribute) and n.attr == misspelled and isinstance(n.ctx, ast.Load):
+                n.attr = match[0]
+        done.append(f"self.{misspelled} in {name} read as self.{match[0]}, the closest attribute it assigns")
+    return done
+
+
+REPAIRS = (drop_unknown_super_class, insert_super_init, move_nested_methods, rename_misspelled_attributes)
+
+
+def top_level_definitions(trees):
+    """``[(filename, ClassDef or FunctionDef)]`` at the top of the cells, in the order they ran, the last of each
+    name only (a notebook may define one again)."""
+    found = {}
+    for filename, tree in trees:
+        for node in tree.body:
+            if isinstance(node, (ast.ClassDef,) + FUNCTIONS):
+                found.pop(node.name, None)
+                found[node.name] = (filename, node)
+    return list(found.values())
+
+
+def repaired_namespace(trees, namespace):
+    """``(copy of namespace, [Repair])``: the submission's module classes with every repair applied, and its other
+    classes and functions defined again beside them (so that they build and call the repaired ones); ``({}, [])``
+    when nothing needs repairing."""
+    assigned = assigned_names(trees)
+    new, repairs, redo = dict(namespace), [], []
+    for filename, node in top_level_definitions(trees):
+        current = namespace.get(node.name)
+        if getattr(getattr(current, "__code__", None), "co_filename", None) == filename:
+            redo.append((filename, node, []))  # a function of the submission's
+        elif inspect.isclass(current) and issubclass(current, nn.Module) and current.__module__ == namespace.get(
+                "__name__"):
+            node = copy.deepcopy(node)
+            done = [d for repair in REPAIRS for d in repair(node.name, node, current, namespace, assigned)]
+            redo.append((filename, node, done))
+            repairs += [Repair(node.name, d, (filename, node.lineno)) for d in done]
+    if not repairs:
+        return {}, []
+    for filename, node, done in redo:
+        try:
+            exec(compile(ast.fix_missing_locations(ast.Module([node], [])), filename, "exec"), new)
+        except Exception:  # the definition itself fails (a decorator, a base): left as it was
+            new[node.name] = namespace[node.name]
+    return new, repairs
