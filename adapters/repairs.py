@@ -1,7 +1,7 @@
 """Repairs of the mistakes that stop a class before its own code runs, so that the checks can still say what that
 code computes: ``super().__init__()`` missing, ``super(Renamed, self)`` naming a class that does not exist, a
 ``forward`` indented into ``__init__``, and ``self.name`` read where ``__init__`` assigned a close name
-(``self.embed_size`` for ``self.embed_dim``).
+(``self.embed_size`` for ``self.embed_dim``) or never assigned a module its name spells (``self.dropout``).
 
 Each repair is a small rewrite of the class's syntax tree, compiled into a *copy* of the submission's namespace (the
 code under test is never changed). The plugin runs a check that ended in an error again on the repaired code and
@@ -76,23 +76,68 @@ def move_nested_methods(name, node, cls, namespace, assigned):
     return [f"{f.name} moved out of {name}.__init__ into the class body" for f in nested]
 
 
-def rename_misspelled_attributes(name, node, cls, namespace, assigned):
-    """``self.x`` read but assigned nowhere, where the class assigns one close name, is read as that name."""
+def torch_module_named(attribute):
+    """The name of the ``torch.nn`` module class an attribute's name spells (``dropout``: ``Dropout``), or None."""
+    wanted = attribute.replace("_", "").lower()
+    return next((n for n, c in vars(nn).items() if n.lower() == wanted and inspect.isclass(c)
+                 and issubclass(c, nn.Module)), None)
+
+
+class ReadAs(ast.NodeTransformer):
+    """Replaces the reads of ``self.<attribute>``: by ``self.<name>``, or by a torch.nn class following the block's
+    training mode: ``self.dropout(0.1)`` (built where it is used) as ``nn.Dropout(0.1).train(self.training)``,
+    ``self.dropout(x)`` (applied as a module) as ``nn.Dropout().train(self.training)(x)``."""
+
+    def __init__(self, attribute, name=None, torch_class=None):
+        self.attribute, self.name, self.torch_class = attribute, name, torch_class
+
+    def reads(self, node):
+        return isinstance(node, ast.Attribute) and node.attr == self.attribute and isinstance(node.ctx, ast.Load) \
+            and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+    def visit_Call(self, node):
+        if not (self.torch_class and self.reads(node.func)):
+            return self.generic_visit(node)
+        node = self.generic_visit(node)
+        if node.args and isinstance(node.args[0], ast.Constant):
+            return self.following_training_mode(node)
+        node.func = self.following_training_mode(ast.Call(node.func, [], []))
+        return node
+
+    def visit_Attribute(self, node):
+        if not self.reads(node):
+            return self.generic_visit(node)
+        if self.torch_class:
+            return ast.copy_location(ast.parse(f"__import__('torch').nn.{self.torch_class}", mode="eval").body, node)
+        node.attr = self.name
+        return node
+
+    @staticmethod
+    def following_training_mode(built):
+        training = ast.parse("self.training", mode="eval").body
+        return ast.Call(ast.Attribute(built, "train", ast.Load()), [training], [])
+
+
+def read_unassigned_attributes(name, node, cls, namespace, assigned):
+    """``self.x`` read but assigned nowhere is read as the closest name the class assigns (``self.embed_size`` as
+    ``self.embed_dim``), else as the torch.nn module its name spells (``self.dropout`` as ``nn.Dropout``)."""
     own = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
            and isinstance(n.value, ast.Name) and n.value.id == "self"}
     done = []
-    for misspelled in [attribute.attr for attribute, _ in attributes_never_assigned(cls, node, assigned)]:
-        match = difflib.get_close_matches(misspelled, sorted(own), n=1, cutoff=0.6)
-        if not match:
+    for unassigned in [attribute.attr for attribute, _ in attributes_never_assigned(cls, node, assigned)]:
+        match = difflib.get_close_matches(unassigned, sorted(own), n=1, cutoff=0.6)
+        torch_class = None if match else torch_module_named(unassigned)
+        if match:
+            done.append(f"self.{unassigned} in {name} read as self.{match[0]}, the closest attribute it assigns")
+        elif torch_class:
+            done.append(f"self.{unassigned} in {name}, never assigned, read as torch.nn.{torch_class}")
+        else:
             continue
-        for n in ast.walk(node):
-            if isinstance(n, ast.Attribute) and n.attr == misspelled and isinstance(n.ctx, ast.Load):
-                n.attr = match[0]
-        done.append(f"self.{misspelled} in {name} read as self.{match[0]}, the closest attribute it assigns")
+        ReadAs(unassigned, match[0] if match else None, torch_class).visit(node)
     return done
 
 
-REPAIRS = (drop_unknown_super_class, insert_super_init, move_nested_methods, rename_misspelled_attributes)
+REPAIRS = (drop_unknown_super_class, insert_super_init, move_nested_methods, read_unassigned_attributes)
 
 
 def top_level_definitions(trees):

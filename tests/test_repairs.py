@@ -42,6 +42,15 @@ STUDENT = textwrap.dedent('''
             def forward(self, x):                            # indented one level too deep
                 mean, std = x.mean(-1, keepdim=True), x.std(-1, keepdim=True, unbiased=False)
                 return self.gain * (x - mean) / (std + self.eps) + self.bias
+
+
+    class FeedForward(nn.Module):
+        def __init__(self, d_model, d_ff):
+            super().__init__()
+            self.w_1, self.w_2, self.activation = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model), nn.GELU()
+
+        def forward(self, x):
+            return self.dropout(0.1)(self.w_2(self.activation(self.w_1(x))))   # self.dropout never assigned
 ''')
 
 
@@ -59,10 +68,12 @@ def test_each_repair_is_made_in_a_copy_and_named():
     assert "super(LayerNormOld, ...) in LayerNorm read as super()" in said
     assert "forward moved out of LayerNorm.__init__" in said
     assert "self.d_modl in MultiHeadAttention read as self.d_model" in said
+    assert "self.dropout in FeedForward, never assigned, read as torch.nn.Dropout" in said
     x = torch.randn(2, 5, 8)
     out = repaired["MultiHeadAttention"](8, 2)(x, x, x)
     assert out.shape == (2, 5, 8)
     assert torch.allclose(repaired["LayerNorm"](8)(x), torch.nn.functional.layer_norm(x, (8,)), atol=1e-4)
+    assert repaired["FeedForward"](8, 16).eval()(x).shape == x.shape
     try:
         namespace["MultiHeadAttention"](8, 2)
     except AttributeError:
@@ -73,7 +84,7 @@ def test_each_repair_is_made_in_a_copy_and_named():
 
 def test_correct_code_needs_no_repair():
     source = STUDENT.replace("self.h, self.d_k = h", "super().__init__()\n        self.h, self.d_k = h")
-    source = source.replace("d_modl", "d_k").replace("LayerNormOld", "LayerNorm")
+    source = source.replace("d_modl", "d_k").replace("LayerNormOld", "LayerNorm").replace("self.dropout(0.1)", "")
     for line in ("def forward(self, x):", "mean, std = ", "return self.gain"):  # out of __init__
         source = source.replace(" " * 4 + line, line)
     trees, namespace = load(source)
@@ -83,7 +94,7 @@ def test_correct_code_needs_no_repair():
 def test_what_a_crash_hides_is_reported_behind_it(tmp_path):
     path = tmp_path / "student.py"
     path.write_text(STUDENT)
-    code, output, report = run_suite(f"--impl={path}", "-m", "multi_head_attention or layer_norm",
+    code, output, report = run_suite(f"--impl={path}", "-m", "multi_head_attention or layer_norm or feed_forward",
                                      tmp_path=tmp_path)
     assert code == 1, output
     by_check = {(c["component"], c["check"]): c for c in report["checks"]}
@@ -92,5 +103,8 @@ def test_what_a_crash_hides_is_reported_behind_it(tmp_path):
     assert scale["behind"]["cause"] == "multi_head_attention.scale.sqrt_d_model", scale["behind"]
     shape = by_check["layer_norm", "output_shape"]
     assert shape["cause"] == "error.super_names_wrong_class" and shape["behind"]["verdict"] == "pass", shape
+    agreement = by_check["feed_forward", "agrees_with_reference"]
+    assert agreement["cause"] == "error.attribute_never_assigned", agreement
+    assert agreement["behind"]["verdict"] == "deviation" and "gelu" in agreement["behind"]["cause"], agreement
     assert "Behind the errors" in markdown(report)
     assert "passes once repaired" in output
