@@ -169,8 +169,18 @@ def look_behind(item, exc):
         item.obj(**{**{name: item.funcargs[name] for name in item._fixtureinfo.argnames}, "impl": repaired})
         item.stash[BEHIND] = (PASS, "", "", repaired.notes)
     except Exception as again:  # the check's own verdict, or a crash of the repaired code
-        item.stash[BEHIND] = classify(pytest.ExceptionInfo.from_exception(again), component_of(item),
-                                      repaired.locate) + (repaired.notes,)
+        verdict, cause, message = classify(pytest.ExceptionInfo.from_exception(again), component_of(item),
+                                           repaired.locate)
+        item.stash[BEHIND] = (verdict, cause, message + read_beside(impl, component_of(item), cause), repaired.notes)
+
+
+def read_beside(impl, component, cause):
+    """What reading the component's code found that explains a crash of tensor shapes (arguments passed in the
+    wrong order: queries and keys swapped crash as soon as their lengths differ), as words to add to it."""
+    found = impl.read.get(component, {}).get("arguments_in_wrong_order", []) if impl is not None else []
+    if not found or cause not in ("error.shape_mismatch", "error.RuntimeError"):
+        return ""
+    return f"; reading the code: {found[0]}"
 
 
 def behind(item, verdict, cause):
@@ -193,8 +203,10 @@ def pytest_runtest_makereport(item, call):
     if call.when == "setup":
         harness.LATEST_CASE = None
     if call.when == "call" or (call.when == "setup" and call.excinfo is not None):
+        impl = getattr(item, "funcargs", {}).get("impl")
         verdict, cause, message = (PASS, "", "") if call.excinfo is None else classify(
-            call.excinfo, component_of(item), getattr(getattr(item, "funcargs", {}).get("impl"), "locate", None))
+            call.excinfo, component_of(item), getattr(impl, "locate", None))
+        message += read_beside(impl, component_of(item), cause)
         record = dict(component=component_of(item), family=family_of(item), check=check_of(item),
                       verdict=verdict, cause=cause, message=message, nodeid=item.nodeid)
         hidden = behind(item, verdict, cause)
@@ -215,7 +227,6 @@ def pytest_runtest_makereport(item, call):
         elif verdict in (FAIL, ERROR):
             report.longrepr = f"[{record['component']}] {message}"
         report.user_properties.append(("conformance", record))
-        impl = getattr(item, "funcargs", {}).get("impl")
         if impl is not None and not item.config.stash.get(NOTES, None):
             item.config.stash[NOTES] = list(impl.notes)
             report.user_properties.append(("conformance_notes", list(impl.notes)))

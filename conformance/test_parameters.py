@@ -121,9 +121,10 @@ def explain_difference(component, cfg, observed, expected, norms_found=None):
     readings += [(2 * d, "LayerNorm(s) (2 d_model each)", norms + 2),
                  (d * d + d, "d_model x d_model projection(s) with bias", 4 * attentions),
                  (d * f + f, "d_model -> d_ff linear map(s) with bias", ffns),
-                 (d * f + d, "d_ff -> d_model linear map(s) with bias", ffns),
-                 (d, "d_model-sized bias vector(s)", 4 * attentions + ffns + norms * 2),
-                 (f, "d_ff-sized bias vector(s)", ffns)]
+                 (d * f + d, "d_ff -> d_model linear map(s) with bias", ffns)]
+    if component not in ("encoder", "decoder", "model"):  # in a whole stack, small differences add up by chance
+        readings += [(d, "d_model-sized bias vector(s)", 4 * attentions + ffns + norms * 2),
+                     (f, "d_ff-sized bias vector(s)", ffns)]
     if component in ("embedding", "generator", "model"):
         v = cfg.vocab_size if component != "model" else cfg.tgt_vocab
         readings += [(v * d, "V x d_model matrix(es)", 3), (v, "V-sized bias vector(s)", 1)]
