@@ -1,6 +1,7 @@
 """Static reading of a submission's own classes, for mistakes that a crash elsewhere may hide from the checks that
 run the code: a ``forward`` that returns nothing, an attribute read as ``self.name`` that nothing ever assigns, and
-a call of a sub-block (``self.attn(x, mask=mask)``) that its ``forward`` cannot take.
+a call of a sub-block (``self.attn(x, mask=mask)``, ``Encoder(n_src_vocab=...)``) that its ``forward`` or its
+``__init__`` cannot take.
 
 A block whose ``__init__`` lacks ``super().__init__()`` cannot be built, so the checks never reach its forward; what
 the forward does wrong is still there to read. Both lints are conservative: a name counts as assigned if any code
@@ -142,9 +143,14 @@ def call_misfit(call, forward):
     return f"{', '.join(missing)} not given" if missing else None
 
 
+def parameters_of(function):
+    return ", ".join(p.arg for p in (function.args.posonlyargs + function.args.args)[1:])
+
+
 def sub_block_calls_that_misfit(name, node, definitions):
     """``[(call node, message)]``: calls ``self.x(...)`` where ``__init__`` made ``self.x = Block(...)``, one of the
-    submission's classes, whose forward cannot take the call."""
+    submission's classes, whose forward cannot take the call, and calls ``Block(...)`` that its ``__init__`` cannot
+    take (a block written for another version of its sub-blocks)."""
     init = method_of(node, "__init__")
     blocks = {}
     for statement in ast.walk(init) if init else ():
@@ -156,20 +162,27 @@ def sub_block_calls_that_misfit(name, node, definitions):
                     blocks[target.attr] = statement.value.func.id
     found = []
     for method in node.body:
-        if not isinstance(method, ast.FunctionDef) or method.name == "__init__":
+        if not isinstance(method, ast.FunctionDef):
             continue
         for call in ast.walk(method):
-            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
-                    and call.func.attr in blocks):
+            if not isinstance(call, ast.Call):
                 continue
-            block = blocks[call.func.attr]
-            forward = forward_of(definitions[block][1])
-            misfit = forward and call_misfit(call, forward)
-            if misfit:
-                parameters = ", ".join(p.arg for p in (forward.args.posonlyargs + forward.args.args)[1:])
-                found.append((call, f"{name}.{method.name} calls self.{call.func.attr}(...), a {block}, whose "
-                                    f"forward({parameters}) cannot take that call: {misfit}"))
+            if isinstance(call.func, ast.Name) and call.func.id in definitions:
+                block = call.func.id
+                constructor = method_of(definitions[block][1], "__init__")
+                misfit = constructor and call_misfit(call, constructor)
+                if misfit:
+                    found.append((call, f"{name}.{method.name} builds {block}(...), whose __init__("
+                                        f"{parameters_of(constructor)}) cannot take that call: {misfit}"))
+            elif method.name != "__init__" and isinstance(call.func, ast.Attribute) \
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "self" \
+                    and call.func.attr in blocks:
+                block = blocks[call.func.attr]
+                forward = forward_of(definitions[block][1])
+                misfit = forward and call_misfit(call, forward)
+                if misfit:
+                    found.append((call, f"{name}.{method.name} calls self.{call.func.attr}(...), a {block}, whose "
+                                        f"forward({parameters_of(forward)}) cannot take that call: {misfit}"))
     return found
 
 

@@ -1,13 +1,15 @@
 """Repairs of the mistakes that stop a class before its own code runs, so that the checks can still say what that
 code computes: ``super().__init__()`` missing, ``super(Renamed, self)`` naming a class that does not exist, a
-``forward`` indented into ``__init__``, and ``self.name`` read where ``__init__`` assigned a close name
-(``self.embed_size`` for ``self.embed_dim``) or never assigned a module its name spells (``self.dropout``).
+``forward`` indented into ``__init__``, ``self.name`` read where ``__init__`` assigned a close name
+(``self.embed_size`` for ``self.embed_dim``) or never assigned a module its name spells (``self.dropout``), and a
+name defined nowhere read where the method binds a close one (``slf_attn_mask`` for ``self_attn_mask``).
 
 Each repair is a small rewrite of the class's syntax tree, compiled into a *copy* of the submission's namespace (the
 code under test is never changed). The plugin runs a check that ended in an error again on the repaired code and
 reports what it finds there *behind* the error, never in its place: the code as written still crashes.
 """
 import ast
+import builtins
 import copy
 import difflib
 import inspect
@@ -137,7 +139,42 @@ def read_unassigned_attributes(name, node, cls, namespace, assigned):
     return done
 
 
-REPAIRS = (drop_unknown_super_class, insert_super_init, move_nested_methods, read_unassigned_attributes)
+def names_bound_in(method):
+    """Every name a method binds: its parameters (and those of the functions inside it), assignments, imports."""
+    bound = set()
+    for n in ast.walk(method):
+        if isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            bound.add(n.id)
+        elif isinstance(n, ast.alias):
+            bound.add((n.asname or n.name).split(".")[0])
+        elif isinstance(n, FUNCTIONS + (ast.ClassDef,)) and n is not method:
+            bound.add(n.name)
+    return bound
+
+
+def read_undefined_names(name, node, cls, namespace, assigned):
+    """A name defined nowhere, read in a method that binds a close one (``slf_attn_mask`` where the parameter is
+    ``self_attn_mask``), is read as that name."""
+    done = []
+    for method in (m for m in node.body if isinstance(m, FUNCTIONS)):
+        bound = names_bound_in(method)
+        undefined = sorted({n.id for n in ast.walk(method) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                            and n.id not in bound and n.id not in namespace and not hasattr(builtins, n.id)})
+        for unknown in undefined:
+            match = difflib.get_close_matches(unknown, sorted(bound), n=1, cutoff=0.8)
+            if not match:
+                continue
+            for n in ast.walk(method):
+                if isinstance(n, ast.Name) and n.id == unknown:
+                    n.id = match[0]
+            done.append(f"{unknown} in {name}.{method.name}, defined nowhere, read as {match[0]}")
+    return done
+
+
+REPAIRS = (drop_unknown_super_class, insert_super_init, move_nested_methods, read_unassigned_attributes,
+           read_undefined_names)
 
 
 def top_level_definitions(trees):

@@ -41,8 +41,9 @@ def test_attributes_read_are_assigned(impl, component):
 
 
 @pytest.mark.parametrize("component", MODULE_ROLES)
-def test_sub_block_calls_fit_their_forward(impl, component):
-    """Each call ``self.block(...)`` of a sub-block the component builds binds to that block's ``forward``."""
+def test_sub_block_calls_fit_their_signatures(impl, component):
+    """Each sub-block the component builds, ``Block(...)``, binds to that block's ``__init__``, and each call
+    ``self.block(...)`` binds to its ``forward``."""
     check_reading(impl, component, "sub_block_call_misfits",
-                  "each sub-block called with the inputs its forward takes (§3.2.2: attention of queries over "
-                  "keys and values)")
+                  "each sub-block built with the arguments its __init__ takes and called with the inputs its forward "
+                  "takes (§3.2.2: attention of queries over keys and values)")

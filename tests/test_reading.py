@@ -103,6 +103,7 @@ SOURCE = textwrap.dedent('''
             super().__init__()
             self.inner = Nested(d_model)
             self.typo = Typo(d_model)
+            self.extra = Typo(d_model, heads=2)                      # flagged: Typo's __init__ takes no heads
 
         def forward(self, x):
             y = self.typo(x)                                         # correct: the forward takes x
@@ -145,7 +146,11 @@ def test_forward_without_return_and_attributes_never_assigned_are_found():
     assert flagged == {("NoReturn", "forward_returns_nothing", "def forward(self, x):"),
                        ("Typo", "attribute_never_assigned", "return self.lienar(x)"),
                        ("Nested", "attribute_never_assigned", "return self.linear(x) * self.scale"),
-                       ("CallsItsBlocks", "sub_block_call_misfits", "return self.inner(x, mask=None)")}, flagged
+                       ("CallsItsBlocks", "sub_block_call_misfits", "return self.inner(x, mask=None)"),
+                       ("CallsItsBlocks", "sub_block_call_misfits", "self.extra = Typo(d_model, heads=2)")}, flagged
     messages = {f.cls: f.message for f in found}
     assert "self.lienar" in messages["Typo"] and "self.scale" in messages["Nested"]
-    assert "a Nested, whose forward(x) cannot take that call: no parameter named mask" in messages["CallsItsBlocks"]
+    calls = [f.message for f in found if f.cls == "CallsItsBlocks"]
+    assert any("a Nested, whose forward(x) cannot take that call: no parameter named mask" in m for m in calls)
+    assert any("builds Typo(...), whose __init__(d_model) cannot take that call: no parameter named heads" in m
+               for m in calls), calls

@@ -51,6 +51,15 @@ STUDENT = textwrap.dedent('''
 
         def forward(self, x):
             return self.dropout(0.1)(self.w_2(self.activation(self.w_1(x))))   # self.dropout never assigned
+
+
+    class Residual(nn.Module):
+        def __init__(self, d_model):
+            super().__init__()
+            self.norm = nn.LayerNorm(d_model)
+
+        def forward(self, x, sublayer):
+            return self.norm(x + sublayr(x))                 # its own parameter misspelled
 ''')
 
 
@@ -69,11 +78,13 @@ def test_each_repair_is_made_in_a_copy_and_named():
     assert "forward moved out of LayerNorm.__init__" in said
     assert "self.d_modl in MultiHeadAttention read as self.d_model" in said
     assert "self.dropout in FeedForward, never assigned, read as torch.nn.Dropout" in said
+    assert "sublayr in Residual.forward, defined nowhere, read as sublayer" in said
     x = torch.randn(2, 5, 8)
     out = repaired["MultiHeadAttention"](8, 2)(x, x, x)
     assert out.shape == (2, 5, 8)
     assert torch.allclose(repaired["LayerNorm"](8)(x), torch.nn.functional.layer_norm(x, (8,)), atol=1e-4)
     assert repaired["FeedForward"](8, 16).eval()(x).shape == x.shape
+    assert repaired["Residual"](8)(x, torch.relu).shape == x.shape
     try:
         namespace["MultiHeadAttention"](8, 2)
     except AttributeError:
@@ -84,7 +95,7 @@ def test_each_repair_is_made_in_a_copy_and_named():
 
 def test_correct_code_needs_no_repair():
     source = STUDENT.replace("self.h, self.d_k = h", "super().__init__()\n        self.h, self.d_k = h")
-    source = source.replace("d_modl", "d_k").replace("LayerNormOld", "LayerNorm").replace("self.dropout(0.1)", "")
+    source = source.replace("d_modl", "d_k").replace("LayerNormOld", "LayerNorm").replace("self.dropout(0.1)", "").replace("sublayr", "sublayer")
     for line in ("def forward(self, x):", "mean, std = ", "return self.gain"):  # out of __init__
         source = source.replace(" " * 4 + line, line)
     trees, namespace = load(source)
