@@ -19,7 +19,7 @@ from hypothesis import given
 from conformance import strategies
 from conformance.harness import Case, canonical_inputs, output_tensor
 from conformance.verdicts import Deviation, Failure, Missing
-from conformance.weights import (inside, layer_lists, norm_modules, perturb_norms, reset_norms,
+from conformance.weights import (inside, layer_lists, norm_modules, perturb_norms, reset_norms, sub_layer_modules,
                                  zero_non_norm_parameters)
 
 # (cause, formula in words, y -> next y given the sub-layer f and the layer normalization ln)
@@ -78,11 +78,30 @@ def layer_norms(module, d_model):
     return [plain, own_norm]
 
 
-def nearest(observations, scale, lns):
+def nearest(observations, scale, lns, sub_layers=(), contract="paper"):
     """``[(distance, cause, formula)]`` sorted. ``observations`` = [(output, x, alternatives)], each alternative a
-    sequence of sub-layers applied to x in turn; an observation's distance is that of its closest alternative."""
+    sequence of sub-layers applied to x in turn; an observation's distance is that of its closest alternative.
+    Every sub-layer in the same placement; when none matches and ``sub_layers`` names them, each in its own
+    (``x + LayerNorm(Sublayer(x))`` around the attentions, no norm around the feed-forward network, ...), the
+    combinations keeping most sub-layers in the contract's placement first (the input of a sub-layer after a
+    post-norm one is already normalized, so LayerNorm(x) and x cannot be told apart there)."""
+    ranked = [(d, c[0][0], c[0][1]) for d, c in placement_distances(observations, scale, lns,
+                                                                   [(p,) for p in PLACEMENTS])]
+    if ranked[0][0] > MATCH and len(sub_layers) > 1:
+        mixed = placement_distances(observations, scale, lns, [
+            c for c in itertools.product(PLACEMENTS, repeat=len(sub_layers)) if len({p[1] for p in c}) > 1])
+        matched = [(d, c) for d, c in mixed if d <= MATCH]
+        kept = max((sum(p[0] == ACCEPTED[contract] for p in c) for _, c in matched), default=0)
+        matched = [(d, c) for d, c in matched if sum(p[0] == ACCEPTED[contract] for p in c) == kept]
+        if matched:
+            ranked.insert(0, (max(d for d, _ in matched), *mixed_placement([c for _, c in matched], sub_layers)))
+    return ranked
+
+
+def placement_distances(observations, scale, lns, combinations):
+    """``[(distance, combination)]`` sorted, for combinations of placements (one for all sub-layers, or one each)."""
     ranked = []
-    for cause, formula, step in PLACEMENTS:
+    for combination in combinations:
         best = math.inf
         for ln in lns:
             dist = 0.0
@@ -91,15 +110,24 @@ def nearest(observations, scale, lns):
                     closest = math.inf
                     for sublayers in alternatives:
                         y = x
-                        for f in sublayers:
-                            y = step(y, f, ln)
+                        for i, f in enumerate(sublayers):
+                            y = combination[i % len(combination)][2](y, f, ln)
                         closest = min(closest, distance(out, y, scale))
                     dist = max(dist, closest)
             except RuntimeError:
                 dist = math.inf
             best = min(best, dist)
-        ranked.append((best, cause, formula))
+        ranked.append((best, combination))
     return sorted(ranked, key=lambda r: r[0])
+
+
+def mixed_placement(matched, sub_layers):
+    """(cause, formula) for the combinations, one placement per sub-layer, that match: each sub-layer's formulas
+    (several where the probe cannot tell them apart), the cause from the broken placements it can tell."""
+    options = [list(dict.fromkeys(c[i] for c in matched)) for i in range(len(matched[0]))]
+    causes = [o[0][0] for o in options if len({p[0] for p in o}) == 1 and o[0][0] not in ACCEPTED.values()]
+    formula = "; ".join(f"{name}: " + " or ".join(p[1] for p in o) for name, o in zip(sub_layers, options))
+    return "+".join(dict.fromkeys(causes)) or "mixed_placements", formula
 
 
 def summary(ranked, n=4):
@@ -161,6 +189,23 @@ def probe_inputs(case, role):
     return inputs
 
 
+def nearest_per_sub_layer(m, case, inputs, component, contract, observations):
+    """The placements ranked with each sub-layer in its own, each forced to output its own vector (the layer's
+    attentions and feed-forward network taken as called in the order they were registered); None when the layer's
+    sub-layers cannot be told apart so."""
+    d, k = case.cfg.d_model, SUBLAYERS[component]
+    sub_layers = sub_layer_modules(m)
+    if len(sub_layers) != k:
+        return None
+    outputs = [case.randn(d) + 1.0 for _ in sub_layers]
+    for (_, module), c in zip(sub_layers, outputs):
+        zero_non_norm_parameters(module, bias_value=c, d_model=d)
+    x = inputs[0]
+    constants = [lambda z, c=c: c.expand_as(z) for c in outputs]
+    return nearest(observations + [(call(m, inputs, component), x, [constants])], x.norm(), layer_norms(m, d),
+                   [f"self.{name}" for name, _ in sub_layers], contract)
+
+
 @pytest.mark.parametrize("component", ["encoder_layer", "decoder_layer"])
 @given(drawn=strategies.settings())
 def test_layer_placement(impl, device, contract, component, drawn):
@@ -186,6 +231,8 @@ def test_layer_placement(impl, device, contract, component, drawn):
         const = lambda z: c.expand_as(z)  # noqa: E731
         out = call(m, inputs, component)
         ranked = nearest(observations + [(out, x, [[const] * k])], x.norm(), layer_norms(m, d))
+        if ranked[0][0] > MATCH:
+            ranked = nearest_per_sub_layer(m, case, inputs, component, contract, observations) or ranked
         if ranked[0][0] > MATCH:
             partial = list(itertools.product([const, zero], repeat=k))[1:-1]
             ranked = nearest(observations + [(out, x, partial)], x.norm(), layer_norms(m, d))

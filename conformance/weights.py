@@ -68,6 +68,18 @@ def zero_non_norm_parameters(module, bias_value=None, d_model=None):
     return set_to_value
 
 
+def sub_layer_modules(layer):
+    """``[(name, module)]``: the layer's children with parameters outside its norm modules (its attentions and
+    feed-forward network), in registration order; through wrappers holding all of them in one child."""
+    norm_ids = norm_parameter_ids(layer)
+    while True:
+        children = [(name, child) for name, child in layer.named_children()
+                    if any(id(p) not in norm_ids for p in child.parameters())]
+        if len(children) != 1:
+            return children
+        layer = children[0][1]
+
+
 def perturb_norms(module, amount=0.5):
     with torch.no_grad():
         for _, m in norm_modules(module):
