@@ -1,7 +1,7 @@
 """Static reading of a submission's own classes, for mistakes that a crash elsewhere may hide from the checks that
 run the code: a ``forward`` that returns nothing, an attribute read as ``self.name`` that nothing ever assigns, and
 a call of a sub-block (``self.attn(x, mask=mask)``, ``Encoder(n_src_vocab=...)``) that its ``forward`` or its
-``__init__`` cannot take.
+``__init__`` cannot take, and a name that nothing defines (read in a role class or a function building one).
 
 A block whose ``__init__`` lacks ``super().__init__()`` cannot be built, so the checks never reach its forward; what
 the forward does wrong is still there to read. Both lints are conservative: a name counts as assigned if any code
@@ -12,19 +12,24 @@ or from inside its ``__init__`` when it was indented one level too far; one taki
 not read.
 """
 import ast
+import builtins
+import difflib
 import inspect
 from dataclasses import dataclass
 
 import torch.nn as nn
 
 MODULE_ATTRIBUTES = set(vars(nn.Module())) | set(dir(nn.Module))
+CLOSE_NAME = 0.75
+"""How alike (difflib's ratio) a name must be to another to be read as its misspelling."""
 
 
 @dataclass
 class Finding:
     cls: str
     cause: str
-    """``forward_returns_nothing``, ``attribute_never_assigned`` or ``sub_block_call_misfits``."""
+    """``forward_returns_nothing``, ``attribute_never_assigned``, ``sub_block_call_misfits`` or
+    ``name_never_defined``."""
     message: str
     filename: str
     line: int
@@ -186,9 +191,52 @@ def sub_block_calls_that_misfit(name, node, definitions):
     return found
 
 
-def read_classes(trees, classes):
+def names_bound_in(function):
+    """Every name a function binds: its parameters (and those of the functions inside it), assignments, imports."""
+    bound = set()
+    for n in ast.walk(function):
+        if isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            bound.add(n.id)
+        elif isinstance(n, ast.alias):
+            bound.add((n.asname or n.name).split(".")[0])
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not function:
+            bound.add(n.name)
+    return bound
+
+
+def names_never_defined(owner, function, namespace):
+    """``[(Name node, message)]`` for the names a function reads that neither it, the submission's module nor
+    Python defines (a NameError waiting for the line to run), each with the closest name it binds."""
+    bound, found, seen = names_bound_in(function), [], set()
+    for n in ast.walk(function):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound | seen \
+                and n.id not in namespace and not hasattr(builtins, n.id):
+            seen.add(n.id)
+            close = difflib.get_close_matches(n.id, sorted(bound), n=1, cutoff=CLOSE_NAME)
+            found.append((n, f"{owner} reads {n.id}, which no code that ran defines" +
+                          (f" ({close[0]}, which it defines, misspelled?)" if close else "")))
+    return found
+
+
+def read_factories(trees, classes, namespace):
+    """Findings for the submission's top-level functions that build one of ``classes`` (``build_transformer``):
+    names they read that nothing defines."""
+    findings = []
+    for filename, tree in trees:
+        for function in tree.body:
+            if isinstance(function, ast.FunctionDef) and any(
+                    isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in classes
+                    for c in ast.walk(function)):
+                findings += [Finding(function.name, "name_never_defined", message, filename, n.lineno)
+                             for n, message in names_never_defined(function.name, function, namespace)]
+    return findings
+
+
+def read_classes(trees, classes, namespace):
     """Findings for the given classes (``{name: class}``) in the submission's parsed sources (``trees``, from
-    :func:`parsed`)."""
+    :func:`parsed`); ``namespace``, the submission's module dict, holds the names defined at its top."""
     definitions = class_definitions(trees)
     assigned = assigned_names(trees)
     findings = []
@@ -203,4 +251,7 @@ def read_classes(trees, classes):
             findings.append(Finding(name, "attribute_never_assigned", message, filename, attribute.lineno))
         for call, message in sub_block_calls_that_misfit(name, node, definitions):
             findings.append(Finding(name, "sub_block_call_misfits", message, filename, call.lineno))
+        for method in (m for m in node.body if isinstance(m, ast.FunctionDef)):
+            findings += [Finding(name, "name_never_defined", message, filename, n.lineno)
+                         for n, message in names_never_defined(f"{name}.{method.name}", method, namespace)]
     return findings

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch.nn as nn
 
-from adapters.lint import assigned_names, attributes_never_assigned, method_of
+from adapters.lint import CLOSE_NAME, assigned_names, attributes_never_assigned, method_of, names_bound_in
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -139,21 +139,6 @@ def read_unassigned_attributes(name, node, cls, namespace, assigned):
     return done
 
 
-def names_bound_in(method):
-    """Every name a method binds: its parameters (and those of the functions inside it), assignments, imports."""
-    bound = set()
-    for n in ast.walk(method):
-        if isinstance(n, ast.arg):
-            bound.add(n.arg)
-        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            bound.add(n.id)
-        elif isinstance(n, ast.alias):
-            bound.add((n.asname or n.name).split(".")[0])
-        elif isinstance(n, FUNCTIONS + (ast.ClassDef,)) and n is not method:
-            bound.add(n.name)
-    return bound
-
-
 def read_undefined_names(name, node, cls, namespace, assigned):
     """A name defined nowhere, read in a method that binds a close one (``slf_attn_mask`` where the parameter is
     ``self_attn_mask``), is read as that name."""
@@ -163,7 +148,7 @@ def read_undefined_names(name, node, cls, namespace, assigned):
         undefined = sorted({n.id for n in ast.walk(method) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
                             and n.id not in bound and n.id not in namespace and not hasattr(builtins, n.id)})
         for unknown in undefined:
-            match = difflib.get_close_matches(unknown, sorted(bound), n=1, cutoff=0.8)
+            match = difflib.get_close_matches(unknown, sorted(bound), n=1, cutoff=CLOSE_NAME)
             if not match:
                 continue
             for n in ast.walk(method):

@@ -207,9 +207,10 @@ def never_defined(name, problem):
 def read_code(loaded, trees, role_of_name):
     """What reading the code (its parsed cells, ``trees``) finds, ``{role: {cause: [message]}}``: calls with arguments in the wrong order
     (``adapters.calls``; under the role of the class making the call, a top-level factory function counting as the
-    model) and the lints of ``adapters.lint`` on the classes playing a role."""
+    model) and the lints of ``adapters.lint`` on the classes playing a role and the functions building them (under
+    the model)."""
     from adapters.calls import read_calls
-    from adapters.lint import read_classes
+    from adapters.lint import read_classes, read_factories
     namespace = vars(loaded.module)
     found = {}
     for m in read_calls(trees, namespace, loaded.module.__name__):
@@ -217,7 +218,7 @@ def read_code(loaded, trees, role_of_name):
         found.setdefault(role, {}).setdefault("arguments_in_wrong_order", []).append(
             f"{m.message} (at {loaded.position(m.filename, m.line)} in {m.caller})")
     classes = {name: namespace[name] for name in role_of_name if name in namespace}
-    for f in read_classes(trees, classes):
-        found.setdefault(role_of_name[f.cls], {}).setdefault(f.cause, []).append(
+    for f in read_classes(trees, classes, namespace) + read_factories(trees, classes, namespace):
+        found.setdefault(role_of_name.get(f.cls, "model"), {}).setdefault(f.cause, []).append(
             f"{f.message} (at {loaded.position(f.filename, f.line)})")
     return found

@@ -47,3 +47,10 @@ def test_sub_block_calls_fit_their_signatures(impl, component):
     check_reading(impl, component, "sub_block_call_misfits",
                   "each sub-block built with the arguments its __init__ takes and called with the inputs its forward "
                   "takes (§3.2.2: attention of queries over keys and values)")
+
+
+@pytest.mark.parametrize("component", MODULE_ROLES)
+def test_names_read_are_defined(impl, component):
+    """Every name the component's methods read (and, for the model, the functions building it) is defined."""
+    check_reading(impl, component, "name_never_defined",
+                  "every name a method or factory reads defined: a parameter, a local, or a name of the module")

@@ -5,7 +5,7 @@ import textwrap
 import types
 
 from adapters.calls import read_calls
-from adapters.lint import parsed, read_classes
+from adapters.lint import parsed, read_classes, read_factories
 
 SOURCE = textwrap.dedent('''
     import math
@@ -32,6 +32,11 @@ SOURCE = textwrap.dedent('''
 
     def build(features, self_attention, feed_forward, dropout):
         return Block(features, feed_forward, self_attention, dropout)   # the two blocks swapped
+
+
+    def build_model(features, dropout):
+        block = Block(features, None, None, dropout)
+        return Blok(block)                                              # flagged: no Blok anywhere
 
 
     def attention(key, query, value, mask=None):
@@ -108,6 +113,11 @@ SOURCE = textwrap.dedent('''
         def forward(self, x):
             y = self.typo(x)                                         # correct: the forward takes x
             return self.inner(x, mask=None)                          # flagged: Nested's (nested) forward has no mask
+
+
+    class Undefined(nn.Module):
+        def forward(self, x, sublayer):
+            return x + sublayr(x)                                    # flagged: its parameter misspelled
 ''')
 
 
@@ -138,19 +148,29 @@ def test_swapped_and_misplaced_arguments_are_found_with_caller_and_line():
 
 def test_forward_without_return_and_attributes_never_assigned_are_found():
     """Only the flagged lines are found, in every class of the source, each with its cause."""
-    classes = {name: obj for name, obj in namespace().items()
-               if isinstance(obj, type) and obj.__module__ == "submission"}
-    found = read_classes(list(parsed([("submission.py", SOURCE)])), classes)
+    module = namespace()
+    classes = {name: obj for name, obj in module.items() if isinstance(obj, type) and obj.__module__ == "submission"}
+    found = read_classes(list(parsed([("submission.py", SOURCE)])), classes, module)
     lines = SOURCE.splitlines()
     flagged = {(f.cls, f.cause, lines[f.line - 1].split("#")[0].strip()) for f in found}
     assert flagged == {("NoReturn", "forward_returns_nothing", "def forward(self, x):"),
                        ("Typo", "attribute_never_assigned", "return self.lienar(x)"),
                        ("Nested", "attribute_never_assigned", "return self.linear(x) * self.scale"),
                        ("CallsItsBlocks", "sub_block_call_misfits", "return self.inner(x, mask=None)"),
-                       ("CallsItsBlocks", "sub_block_call_misfits", "self.extra = Typo(d_model, heads=2)")}, flagged
+                       ("CallsItsBlocks", "sub_block_call_misfits", "self.extra = Typo(d_model, heads=2)"),
+                       ("Undefined", "name_never_defined", "return x + sublayr(x)")}, flagged
     messages = {f.cls: f.message for f in found}
     assert "self.lienar" in messages["Typo"] and "self.scale" in messages["Nested"]
+    assert "Undefined.forward reads sublayr, which no code that ran defines (sublayer, which it defines" \
+        in messages["Undefined"]
     calls = [f.message for f in found if f.cls == "CallsItsBlocks"]
     assert any("a Nested, whose forward(x) cannot take that call: no parameter named mask" in m for m in calls)
     assert any("builds Typo(...), whose __init__(d_model) cannot take that call: no parameter named heads" in m
                for m in calls), calls
+
+
+def test_names_no_code_defines_are_found_in_the_functions_building_the_classes():
+    module = namespace()
+    found = read_factories(list(parsed([("submission.py", SOURCE)])), {"Block": module["Block"]}, module)
+    assert [(f.cls, f.cause) for f in found] == [("build_model", "name_never_defined")], found
+    assert "build_model reads Blok" in found[0].message
