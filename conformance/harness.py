@@ -15,6 +15,14 @@ LATEST_CASE = None
 """The case most recently drawn: the plugin adds its reproduction to a finding that has none."""
 
 
+def seed_generators(seed, device):
+    """``torch.manual_seed`` for the CPU and ``device`` only: ``torch.manual_seed`` also queues the seeding of every
+    accelerator torch knows (CUDA, XPU, MTIA), each recording a stack trace, a few ms a call and seconds a run."""
+    torch.default_generator.manual_seed(seed)
+    if torch.device(device).type == "cuda":
+        torch.cuda.manual_seed_all(seed)
+
+
 def tolerance(dtype):
     """Absolute and relative tolerance for comparing results computed in ``dtype``."""
     return (1e-4, 1e-4) if dtype == torch.float32 else (1e-9, 1e-9)
@@ -52,7 +60,7 @@ class Case:
         """Build ``role`` with the case's seed, on its device and dtype, in eval mode (train mode if asked)."""
         if role in FUNCTION_ROLES:
             return self.impl.function(role)
-        torch.manual_seed(self.seed)
+        seed_generators(self.seed, self.device)
         module = self.impl.build(role, self.cfg)
         if not isinstance(module, nn.Module):
             raise Failure(f"{role}.not_a_module", f"the {role} role to build a torch.nn.Module",

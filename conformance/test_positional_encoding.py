@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 
 from conformance import strategies
-from conformance.harness import Case, difference, output_tensor
+from conformance.harness import Case, difference, output_tensor, seed_generators
 from conformance.probes import constant_ratio
 from conformance.verdicts import Deviation, Failure
 from reference.transformer import sinusoidal_table
@@ -294,7 +294,7 @@ def test_dropout_on_the_sums(impl, device, component, drawn):
     x = case.randn(length, length, cfg.d_model) + 0.5  # batch = length, as in observed_table
     total = encode(module, x).to(torch.float64).cpu()  # eval mode: x + PE (checked by test_added_to_input)
     module.train()
-    torch.manual_seed(case.seed)
+    seed_generators(case.seed, case.device)
     with torch.no_grad():
         out = output_tensor(module(x), ROLE).to(torch.float64).cpu()
     xs = x.to(torch.float64).cpu()
