@@ -232,7 +232,8 @@ def page(results, pictures, elapsed=None):
     return "\n".join(parts)
 
 
-def write_all(results, out, rubric, elapsed=None):
+def write_all(results, out, rubric, elapsed=None, pe_pictures=None):
+    """Every report file under ``out``; ``pe_pictures`` holds the PE pictures already drawn (by submission)."""
     summary = rows(results)
     write_atomic(out / "summary.md", "# Class summary\n\n" + tabulate(
         [[s[f] for f in SUMMARY_FIELDS] for s in summary], headers=SUMMARY_FIELDS, tablefmt="github") + "\n")
@@ -246,7 +247,7 @@ def write_all(results, out, rubric, elapsed=None):
     for name, r in results.items():
         write_atomic(out / "feedback" / f"{name}.md", feedback(r))
         write_atomic(out / "gradescope" / name / "results.json", json.dumps(gradescope(r), indent=1))
-        picture = pe_picture(r.get("pe"))
+        picture = (pe_pictures or {}).get(name) or pe_picture(r.get("pe"))
         if picture:
             write_atomic(out / "figures" / f"{name}-pe.png", picture)
             pictures[name] = base64.b64encode(picture).decode()

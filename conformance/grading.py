@@ -343,7 +343,7 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
     for name in results:
         bar.update(score(results[name], rubric_data))
     limits = dict(timeout=float(timeout), memory=int(memory), output_limit=int(output_limit))
-    started = time.perf_counter()
+    started, pictures = time.perf_counter(), {}
     if todo:
         worker = Worker(pytest_args)
         try:
@@ -359,6 +359,7 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
                         result = dict(name=name, submission=path.name, status="grader error", reason=repr(exc),
                                       checks=[], notes=[], output_bytes=0, output_tail="", pe=None)
                     score(result, rubric_data)
+                    pictures[name] = grade_reports.pe_picture(result.get("pe"))  # drawn while the others run
                     write_atomic(out / "results" / f"{name}.json", json.dumps(result, indent=1))
                     cache[name] = key if result["status"] != "grader error" else None
                     write_atomic(out / ".cache.json", json.dumps(cache, indent=1))
@@ -368,7 +369,7 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
             worker.close()
     bar.close()
     ordered = {name: results[name] for name, _ in submissions}
-    grade_reports.write_all(ordered, out, rubric_data, elapsed=time.perf_counter() - started)
+    grade_reports.write_all(ordered, out, rubric_data, elapsed=time.perf_counter() - started, pe_pictures=pictures)
     return ordered
 
 
