@@ -22,3 +22,12 @@ def run_suite(*args, cwd=ROOT, env=None, tmp_path=None, timeout=600):
 def verdicts(report, verdict):
     """``{(component, check, cause)}`` of the checks with ``verdict``."""
     return {(c["component"], c["check"], c["cause"]) for c in report["checks"] if c["verdict"] == verdict}
+
+
+def run_on_source(tmp_path, filename, source, *args):
+    """The suite on ``source`` saved as ``tmp_path/filename``: (exit code, output, report, {(component, check):
+    record})."""
+    path = tmp_path / filename
+    path.write_text(source)
+    code, output, report = run_suite(f"--impl={path}", *args, tmp_path=tmp_path)
+    return code, output, report, {(c["component"], c["check"]): c for c in (report or {}).get("checks", [])}

@@ -2,7 +2,7 @@
 mistake planted in one component of a small stand-alone module."""
 import textwrap
 
-from tests.suite import run_suite
+from tests.suite import run_on_source, run_suite
 
 BROKEN = textwrap.dedent('''
     import torch
@@ -142,12 +142,9 @@ BUILT_BY_NAME = textwrap.dedent('''
 
 
 def test_a_block_is_checked_with_a_stand_in_for_a_broken_block_it_builds_itself(tmp_path):
-    path = tmp_path / "built_by_name.py"
-    path.write_text(BUILT_BY_NAME)
-    code, output, report = run_suite(f"--impl={path}", "-m", "encoder_layer or multi_head_attention",
-                                     tmp_path=tmp_path)
+    code, output, report, by_check = run_on_source(tmp_path, "built_by_name.py", BUILT_BY_NAME,
+                                                   "-m", "encoder_layer or multi_head_attention")
     assert code == 1, output
-    by_check = {(c["component"], c["check"]): c for c in report["checks"]}
     assert by_check["multi_head_attention", "output_shape"]["cause"] == "error.attribute_never_assigned"
     placement = by_check["encoder_layer", "layer_placement"]
     assert placement["cause"] == "encoder_layer.norm_order.norm_on_sublayer_output", placement

@@ -7,7 +7,7 @@ import torch
 
 from adapters.repairs import repaired_namespace
 from conformance.reports import markdown
-from tests.suite import run_suite
+from tests.suite import run_on_source
 
 STUDENT = textwrap.dedent('''
     import math
@@ -103,12 +103,9 @@ def test_correct_code_needs_no_repair():
 
 
 def test_what_a_crash_hides_is_reported_behind_it(tmp_path):
-    path = tmp_path / "student.py"
-    path.write_text(STUDENT)
-    code, output, report = run_suite(f"--impl={path}", "-m", "multi_head_attention or layer_norm or feed_forward",
-                                     tmp_path=tmp_path)
+    code, output, report, by_check = run_on_source(tmp_path, "student.py", STUDENT,
+                                                   "-m", "multi_head_attention or layer_norm or feed_forward")
     assert code == 1, output
-    by_check = {(c["component"], c["check"]): c for c in report["checks"]}
     scale = by_check["multi_head_attention", "scores_scaled_by_inverse_sqrt_d_k"]
     assert (scale["verdict"], scale["cause"]) == ("error", "error.super_init_missing"), scale
     assert scale["behind"]["cause"] == "multi_head_attention.scale.sqrt_d_model", scale["behind"]
