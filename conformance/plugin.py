@@ -161,10 +161,14 @@ def look_behind(item, exc):
     """A check that ended in an error is run again on the implementation with its crashes repaired
     (``Implementation.repaired``); what it finds there is stashed, to be reported behind the error."""
     impl = item.funcargs.get("impl")
-    if impl is None or impl.repaired is None or isinstance(exc, (MissingRole, pytest.skip.Exception)) or (
+    if impl is None or impl.repair is None or isinstance(exc, (MissingRole, pytest.skip.Exception)) or (
             isinstance(exc, Finding) and exc.verdict != ERROR):
         return
-    repaired = impl.repaired
+    try:
+        repaired = impl.repaired
+    except Exception:  # the repaired code fails where discovery runs it: nothing to say behind the error
+        impl.repair = None
+        return
     try:
         item.obj(**{**{name: item.funcargs[name] for name in item._fixtureinfo.argnames}, "impl": repaired})
         item.stash[BEHIND] = (PASS, "", "", repaired.notes)
