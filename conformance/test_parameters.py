@@ -181,9 +181,19 @@ def test_parameter_count(impl, device, contract, component, drawn):
         raise Deviation(f"{component}.parameters." + "+".join(c for c, _, _ in combo), requirement,
                         f"{observed} parameters ({observed - expected:+d}): " + "; ".join(w for _, w, _ in combo),
                         repro)
+    shared = shared_head_projections(m, cfg)
+    reading = (f"{shared} projection(s) of d_k x d_k ({cfg.d_k} x {cfg.d_k}) applied to every head's slice, shared "
+               f"by the heads, where §3.2.2 gives each head its own d_model x d_k" if shared else
+               explain_difference(component, cfg, observed, expected, len(norm_modules(m))))
     raise Failure(f"{component}.parameters.count", requirement,
-                  f"{observed} parameters ({observed - expected:+d}: "
-                  f"{explain_difference(component, cfg, observed, expected, len(norm_modules(m)))})", repro)
+                  f"{observed} parameters ({observed - expected:+d}: {reading})", repro)
+
+
+def shared_head_projections(m, cfg):
+    """How many weights are d_k x d_k (d_k < d_model): one matrix applied to every head's slice of the input."""
+    if cfg.d_k == cfg.d_model:
+        return 0
+    return sum(1 for p in m.parameters() if p.dim() == 2 and tuple(p.shape) == (cfg.d_k, cfg.d_k))
 
 
 def vocabulary_shaped(p, cfg):

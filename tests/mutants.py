@@ -208,6 +208,14 @@ MUTANTS = [
       "every decoder layer reads the stack's input; only the last one's output is returned",
       ("            x = layer(x, memory, src_mask, tgt_mask)\n        return x\n",
        "            out = layer(x, memory, src_mask, tgt_mask)\n        return out\n")),
+    M("mha_projections_shared_by_heads", "parameters", "multi_head_attention",
+      "one d_k x d_k projection for Q, K and V applied to every head's slice, shared by the heads",
+      ("self.w_q = nn.Linear(d_model, d_model)\n        self.w_k = nn.Linear(d_model, d_model)\n"
+       "        self.w_v = nn.Linear(d_model, d_model)",
+       "self.w_q = nn.Linear(d_model // h, d_model // h)\n        self.w_k = nn.Linear(d_model // h, d_model // h)\n"
+       "        self.w_v = nn.Linear(d_model // h, d_model // h)"),
+      ("q, k, v = self.split_heads(self.w_q(query)), self.split_heads(self.w_k(key)), self.split_heads(self.w_v(value))",
+       "q, k, v = self.w_q(self.split_heads(query)), self.w_k(self.split_heads(key)), self.w_v(self.split_heads(value))")),
     M("mha_one_projection_for_qkv", "parameters", "multi_head_attention",
       "W^Q used for queries, keys and values; W^K and W^V registered but unused",
       ("self.split_heads(self.w_k(key)), self.split_heads(self.w_v(value))",
