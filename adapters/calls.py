@@ -5,10 +5,10 @@ Student code often builds its blocks positionally (``DecoderBlock(d_model, attn,
 ``def __init__(self, features, self_attn, cross_attn, dropout, feed_forward)``) and calls its helpers so
 (``attention(query, key, value)`` against ``def attention(key, query, value)``); the mistake only shows as a crash
 deep inside a forward, or as numbers silently wrong. Each positional argument that is a plain name is bound to the
-parameter it lands in and compared, by the words of the two names and the families of synonyms of ``adapters.discovery``, with
-the other parameters: two arguments that each fit the other's parameter better than their own were swapped; an
-argument of one known kind landing in a constructor parameter of another known kind (``features`` into ``eps``)
-was misplaced.
+parameter it lands in and compared, by the words of the two names and the families of synonyms of
+``adapters.discovery``, with the other parameters: two arguments that each fit the other's parameter better than
+their own were swapped; an argument of one known kind landing in a constructor parameter of another known kind
+(``features`` into ``eps``) was misplaced.
 """
 import ast
 import inspect

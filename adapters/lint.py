@@ -206,18 +206,24 @@ def names_bound_in(function):
     return bound
 
 
-def names_never_defined(owner, function, namespace):
-    """``[(Name node, message)]`` for the names a function reads that neither it, the submission's module nor
-    Python defines (a NameError waiting for the line to run), each with the closest name it binds."""
+def undefined_names(function, namespace):
+    """``[(Name node, closest name the function binds or None)]``, one per name the function reads that neither it,
+    the submission's module nor Python defines (a NameError waiting for the line to run)."""
     bound, found, seen = names_bound_in(function), [], set()
     for n in ast.walk(function):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound | seen \
                 and n.id not in namespace and not hasattr(builtins, n.id):
             seen.add(n.id)
             close = difflib.get_close_matches(n.id, sorted(bound), n=1, cutoff=CLOSE_NAME)
-            found.append((n, f"{owner} reads {n.id}, which no code that ran defines" +
-                          (f" ({close[0]}, which it defines, misspelled?)" if close else "")))
+            found.append((n, close[0] if close else None))
     return found
+
+
+def names_never_defined(owner, function, namespace):
+    """``[(Name node, message)]`` for the :func:`undefined_names` of a function."""
+    return [(n, f"{owner} reads {n.id}, which no code that ran defines" +
+             (f" ({close}, which it defines, misspelled?)" if close else ""))
+            for n, close in undefined_names(function, namespace)]
 
 
 def read_factories(trees, classes, namespace):

@@ -9,7 +9,6 @@ code under test is never changed). The plugin runs a check that ended in an erro
 reports what it finds there *behind* the error, never in its place: the code as written still crashes.
 """
 import ast
-import builtins
 import copy
 import difflib
 import inspect
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 
 import torch.nn as nn
 
-from adapters.lint import CLOSE_NAME, assigned_names, attributes_never_assigned, method_of, names_bound_in
+from adapters.lint import assigned_names, attributes_never_assigned, method_of, undefined_names
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -32,16 +31,14 @@ class Repair:
 
 def calls_super_init(init):
     """Whether ``__init__`` calls ``super(...).__init__`` or ``Base.__init__(self, ...)``."""
-    for node in ast.walk(init):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__":
-            return True
-    return False
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__"
+               for node in ast.walk(init))
 
 
 def insert_super_init(name, node, cls, namespace, assigned):
     """``super().__init__()`` as the first statement of a module's ``__init__`` that never initialises its base."""
     init = method_of(node, "__init__")
-    if init is None or not issubclass(cls, nn.Module) or calls_super_init(init):
+    if init is None or calls_super_init(init):
         return []
     docstring = ast.get_docstring(init, clean=False) is not None
     statement = ast.parse("super().__init__()").body[0]
@@ -68,8 +65,8 @@ def move_nested_methods(name, node, cls, namespace, assigned):
         return []
     used = {n.id for statement in init.body if not isinstance(statement, FUNCTIONS)
             for n in ast.walk(statement) if isinstance(n, ast.Name)}
-    nested = [s for s in init.body if isinstance(s, FUNCTIONS) and s.name not in used and method_of(node, s.name) is None
-              and s.args.args and s.args.args[0].arg == "self"]
+    nested = [s for s in init.body if isinstance(s, FUNCTIONS) and s.name not in used
+              and method_of(node, s.name) is None and s.args.args and s.args.args[0].arg == "self"]
     for function in nested:
         init.body.remove(function)
         node.body.append(function)
@@ -144,17 +141,11 @@ def read_undefined_names(name, node, cls, namespace, assigned):
     ``self_attn_mask``), is read as that name."""
     done = []
     for method in (m for m in node.body if isinstance(m, FUNCTIONS)):
-        bound = names_bound_in(method)
-        undefined = sorted({n.id for n in ast.walk(method) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-                            and n.id not in bound and n.id not in namespace and not hasattr(builtins, n.id)})
-        for unknown in undefined:
-            match = difflib.get_close_matches(unknown, sorted(bound), n=1, cutoff=CLOSE_NAME)
-            if not match:
-                continue
+        for unknown, close in [(n.id, close) for n, close in undefined_names(method, namespace) if close]:
             for n in ast.walk(method):
                 if isinstance(n, ast.Name) and n.id == unknown:
-                    n.id = match[0]
-            done.append(f"{unknown} in {name}.{method.name}, defined nowhere, read as {match[0]}")
+                    n.id = close
+            done.append(f"{unknown} in {name}.{method.name}, defined nowhere, read as {close}")
     return done
 
 
@@ -183,16 +174,16 @@ def repaired_namespace(trees, namespace):
     for filename, node in top_level_definitions(trees):
         current = namespace.get(node.name)
         if getattr(getattr(current, "__code__", None), "co_filename", None) == filename:
-            redo.append((filename, node, []))  # a function of the submission's
+            redo.append((filename, node))  # a function of the submission's
         elif inspect.isclass(current) and issubclass(current, nn.Module) and current.__module__ == namespace.get(
                 "__name__"):
             node = copy.deepcopy(node)
             done = [d for repair in REPAIRS for d in repair(node.name, node, current, namespace, assigned)]
-            redo.append((filename, node, done))
+            redo.append((filename, node))
             repairs += [Repair(node.name, d, (filename, node.lineno)) for d in done]
     if not repairs:
         return {}, []
-    for filename, node, done in redo:
+    for filename, node in redo:
         try:
             exec(compile(ast.fix_missing_locations(ast.Module([node], [])), filename, "exec"), new)
         except Exception:  # the definition itself fails (a decorator, a base): left as it was

@@ -1,6 +1,7 @@
 """Diagnosis of crashes: an exception raised by the implementation's code, read for the common mistakes behind it
 (``super().__init__()`` missing, a name that does not exist, arguments in the wrong order, a ``forward`` defined at
-the wrong indentation, a call that unpacks the wrong number of results, None used as a tensor) so that the report names the cause."""
+the wrong indentation, a call that unpacks the wrong number of results, None used as a tensor) so that the report
+names the cause."""
 import inspect
 import linecache
 import re

@@ -34,6 +34,7 @@ subsequent_mask      (function)                                         ``f(size
 ``src_mask`` is a padding mask ``[B, 1, Ls]``; ``tgt_mask`` is ``[B, Lt, Lt]`` (padding and subsequent positions).
 """
 import dataclasses
+import functools
 import importlib
 import inspect
 import os
@@ -95,7 +96,6 @@ class Implementation:
         self.notes = list(notes)  # how the code was loaded and mapped, for the report
         self.locate = locate  # (filename, line) -> "path:57 (cell 3, line 5)" for code that ran from cells
         self.repair = repair  # () -> the implementation with its crashes repaired (``adapters.repairs``), or None
-        self._repaired = None
         unknown = set(self.roles) - set(ROLES)
         if unknown:
             raise ValueError(f"{spec}: unknown roles {sorted(unknown)}; known roles are {list(ROLES)}")
@@ -103,12 +103,11 @@ class Implementation:
     def __repr__(self):
         return f"Implementation({self.spec!r}, roles={sorted(self.roles)})"
 
-    @property
+    @functools.cached_property
     def repaired(self):
-        """The implementation discovered again in the submission's code with its crashes repaired, or None."""
-        if self.repair is not None and self._repaired is None:
-            self._repaired = self.repair()
-        return self._repaired
+        """The implementation made again from the submission's code with its crashes repaired, or None (nothing to
+        repair, or no code to repair: ``repair`` is None)."""
+        return self.repair() if self.repair is not None else None
 
     def has(self, role):
         return role in self.roles
@@ -182,13 +181,13 @@ def load_from_path(path):
 
 def repairer(path, loaded, trees, roles_in):
     """A function making the implementation again from the submission's code with its crashes repaired
-    (``adapters.repairs``; ``roles_in(namespace)`` finds the roles there), or None when nothing needs repairing."""
-    from adapters.repairs import repaired_namespace
-    namespace, repairs = repaired_namespace(trees, vars(loaded.module))
-    if not repairs:
-        return None
-
+    (``adapters.repairs``; ``roles_in(namespace)`` finds the roles there), or returning None when nothing needs
+    repairing; called only once a check ends in an error, so that loading pays nothing for it."""
     def repaired():
+        from adapters.repairs import repaired_namespace
+        namespace, repairs = repaired_namespace(trees, vars(loaded.module))
+        if not repairs:
+            return None
         done = [f"{r.what} (at {loaded.position(*r.where) or r.cls})" for r in repairs]
         return Implementation(path, roles_in(namespace), origin=path, notes=done, locate=loaded.position)
     return repaired
@@ -205,10 +204,10 @@ def never_defined(name, problem):
 
 
 def read_code(loaded, trees, role_of_name):
-    """What reading the code (its parsed cells, ``trees``) finds, ``{role: {cause: [message]}}``: calls with arguments in the wrong order
-    (``adapters.calls``; under the role of the class making the call, a top-level factory function counting as the
-    model) and the lints of ``adapters.lint`` on the classes playing a role and the functions building them (under
-    the model)."""
+    """What reading the code (its parsed cells, ``trees``) finds, ``{role: {cause: [message]}}``: calls with arguments
+    in the wrong order (``adapters.calls``; under the role of the class making the call, a top-level factory function
+    counting as the model) and the lints of ``adapters.lint`` on the classes playing a role and on the functions
+    building them (under the model)."""
     from adapters.calls import read_calls
     from adapters.lint import read_classes, read_factories
     namespace = vars(loaded.module)

@@ -169,6 +169,8 @@ def look_behind(item, exc):
     except Exception:  # the repaired code fails where discovery runs it: nothing to say behind the error
         impl.repair = None
         return
+    if repaired is None:
+        return
     try:
         item.obj(**{**{name: item.funcargs[name] for name in item._fixtureinfo.argnames}, "impl": repaired})
         item.stash[BEHIND] = (PASS, "", "", repaired.notes)
@@ -283,32 +285,35 @@ def pytest_terminal_summary(terminalreporter, config):
     for (verdict, component, cause, crash), group in findings_behind_errors(records):
         checks = ", ".join(sorted({r["check"] for r in group}))
         tr.write_line(f"{verdict.upper():9} {component} [{checks}] behind {crash}: "
-                      f"{(group[0]['behind']['message'].splitlines() or [''])[0] if cause else 'passes once repaired'}")
+                      f"{first_line(group[0]['behind']['message']) if cause else 'passes once repaired'}")
     for key in unmatched_expectations(config, records):
         tr.write_line(f"WARNING expected-results entry {key!r} matches no finding of this run")
 
 
-def findings(records):
-    """``[((verdict, component, cause), [record, ...])]``: the non-passing checks grouped by their cause, worst
-    verdict first."""
+def grouped(keyed):
+    """``[(key, [record, ...])]`` for ``(key, record)`` pairs, a key starting (verdict, component, cause): worst
+    verdict first, then by component in the order of ROLES, then by cause."""
     groups = {}
-    for r in records:
-        if r["verdict"] != PASS:
-            groups.setdefault((r["verdict"], r["component"], r["cause"]), []).append(r)
+    for key, r in keyed:
+        groups.setdefault(key, []).append(r)
     order = {role: i for i, role in enumerate(ROLES)}
     return sorted(groups.items(), key=lambda g: (-verdicts.SEVERITY[g[0][0]], order.get(g[0][1], 99), g[0][2]))
+
+
+def findings(records):
+    """``[((verdict, component, cause), [record, ...])]``: the non-passing checks grouped by their cause."""
+    return grouped(((r["verdict"], r["component"], r["cause"]), r) for r in records if r["verdict"] != PASS)
 
 
 def findings_behind_errors(records):
     """``[((verdict, component, cause, crash cause), [record, ...])]``: what the checks that ended in an error find
     once the crash is repaired, grouped like :func:`findings`."""
-    groups = {}
-    for r in records:
-        if "behind" in r:
-            b = r["behind"]
-            groups.setdefault((b["verdict"], r["component"], b["cause"], r["cause"]), []).append(r)
-    order = {role: i for i, role in enumerate(ROLES)}
-    return sorted(groups.items(), key=lambda g: (-verdicts.SEVERITY[g[0][0]], order.get(g[0][1], 99), g[0][2]))
+    return grouped(((r["behind"]["verdict"], r["component"], r["behind"]["cause"], r["cause"]), r)
+                   for r in records if "behind" in r)
+
+
+def first_line(text):
+    return (text.splitlines() or [""])[0]
 
 
 def unmatched_expectations(config, records):

@@ -11,7 +11,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from conformance.interface import ROLES
-from conformance.plugin import FAMILIES, findings, findings_behind_errors
+from conformance.plugin import FAMILIES, findings, findings_behind_errors, first_line
 
 
 def run_checks(impl, report_json, *pytest_args, timeout=600):
@@ -49,7 +49,7 @@ def markdown(data, title=None):
                   f"({'; '.join(sorted({r for _, g in hidden for r in g[0]['behind']['repairs']}))}):", ""]
     for (verdict, component, cause, crash), group in hidden:
         checks = ", ".join(sorted({r["check"] for r in group}))
-        message = (group[0]["behind"]["message"].splitlines() or [""])[0].removeprefix(f"{cause}: ")
+        message = first_line(group[0]["behind"]["message"]).removeprefix(f"{cause}: ")
         lines.append(f"- **{verdict}** `{component}` ({checks}) behind `{crash}`"
                      + (f": `{cause}`: {message}" if cause else ": passes once repaired"))
     return "\n".join(lines) + "\n"

@@ -3,7 +3,8 @@
 run code; these still see it: calls passing arguments in the wrong order (``DecoderBlock(d_model, attn, cross, ff,
 dropout)`` against ``(features, self_attn, cross_attn, dropout, feed_forward)``, ``attention(query, key, value)``
 against ``(key, query, value)``, ``LayerNorm(features)`` into ``eps``), a ``forward`` that returns nothing, an
-attribute read that nothing assigns, a sub-block called with inputs its forward cannot take."""
+attribute read that nothing assigns, a sub-block built or called with arguments its ``__init__`` or ``forward``
+cannot take, a name that nothing defines."""
 import pytest
 
 from conformance.harness import MODULE_ROLES

@@ -90,9 +90,8 @@ def nearest(observations, scale, lns, sub_layers=(), contract="paper"):
     if ranked[0][0] > MATCH and len(sub_layers) > 1:
         mixed = placement_distances(observations, scale, lns, [
             c for c in itertools.product(PLACEMENTS, repeat=len(sub_layers)) if len({p[1] for p in c}) > 1])
-        matched = [(d, c) for d, c in mixed if d <= MATCH]
-        kept = max((sum(p[0] == ACCEPTED[contract] for p in c) for _, c in matched), default=0)
-        matched = [(d, c) for d, c in matched if sum(p[0] == ACCEPTED[contract] for p in c) == kept]
+        in_contract = {c: sum(p[0] == ACCEPTED[contract] for p in c) for d, c in mixed if d <= MATCH}
+        matched = [(d, c) for d, c in mixed if c in in_contract and in_contract[c] == max(in_contract.values())]
         if matched:
             ranked.insert(0, (max(d for d, _ in matched), *mixed_placement([c for _, c in matched], sub_layers)))
     return ranked

@@ -47,9 +47,13 @@ def closed_form(component, cfg, d_model=None, d_ff=None):
     }[component]()
 
 
+N_LAYERS = ("encoder", "decoder", "model")
+"""The components made of N layers."""
+
+
 def known_variants(component, cfg, contract):
     """``[(cause suffix, description, parameter difference)]`` of the known variants of ``component``."""
-    d, n = cfg.d_model, (cfg.N if component in ("encoder", "decoder", "model") else 1)
+    d, n = cfg.d_model, (cfg.N if component in N_LAYERS else 1)
     variants = []
     if component in ATTENTIONS:
         k = ATTENTIONS[component] * n
@@ -99,7 +103,7 @@ def explain_difference(component, cfg, observed, expected, norms_found=None):
     ``norms_found``, the norm modules the candidate has, settles readings that the count alone leaves open."""
     d, f, diff = cfg.d_model, cfg.d_ff, observed - expected
     more = "extra" if diff > 0 else "missing"
-    n = cfg.N if component in ("encoder", "decoder", "model") else 1
+    n = cfg.N if component in N_LAYERS else 1
     attentions, ffns, norms = (ATTENTIONS.get(component, 0) * n, FEED_FORWARDS.get(component, 0) * n,
                                NORMS.get(component, 0) * n)
     if norms_found is not None and norms and diff == (norms_found - norms) * 2 * d:
@@ -113,7 +117,7 @@ def explain_difference(component, cfg, observed, expected, norms_found=None):
     if component in FEED_FORWARDS and diff == -ffns * (f + d):
         return "the feed-forward biases b_1, b_2 of eq. (2) are missing"
     readings = []  # (size, what, plausible count)
-    if component in ("encoder", "decoder", "model"):
+    if component in N_LAYERS:
         layer = {"encoder": ref.count_encoder_layer(d, f), "decoder": ref.count_decoder_layer(d, f),
                  "model": ref.count_encoder_layer(d, f) + ref.count_decoder_layer(d, f)}[component]
         readings.append((layer, "layer(s)' worth of parameters (layers sharing weights?)" if diff < 0
@@ -122,7 +126,7 @@ def explain_difference(component, cfg, observed, expected, norms_found=None):
                  (d * d + d, "d_model x d_model projection(s) with bias", 4 * attentions),
                  (d * f + f, "d_model -> d_ff linear map(s) with bias", ffns),
                  (d * f + d, "d_ff -> d_model linear map(s) with bias", ffns)]
-    if component not in ("encoder", "decoder", "model"):  # in a whole stack, small differences add up by chance
+    if component not in N_LAYERS:  # in a whole stack, small differences add up by chance
         readings += [(d, "d_model-sized bias vector(s)", 4 * attentions + ffns + norms * 2),
                      (f, "d_ff-sized bias vector(s)", ffns)]
     if component in ("embedding", "generator", "model"):

@@ -95,7 +95,9 @@ def test_each_repair_is_made_in_a_copy_and_named():
 
 def test_correct_code_needs_no_repair():
     source = STUDENT.replace("self.h, self.d_k = h", "super().__init__()\n        self.h, self.d_k = h")
-    source = source.replace("d_modl", "d_k").replace("LayerNormOld", "LayerNorm").replace("self.dropout(0.1)", "").replace("sublayr", "sublayer")
+    for wrong, right in (("d_modl", "d_k"), ("LayerNormOld", "LayerNorm"), ("self.dropout(0.1)", ""),
+                         ("sublayr", "sublayer")):
+        source = source.replace(wrong, right)
     for line in ("def forward(self, x):", "mean, std = ", "return self.gain"):  # out of __init__
         source = source.replace(" " * 4 + line, line)
     trees, namespace = load(source)
