@@ -96,15 +96,16 @@ def closest_variants(case, component, actual, inputs, start, good_enough, steps=
     ``actual``: a steepest descent over the slots of :mod:`conformance.variants` (each step makes the one change of
     one slot that brings the outputs closest), stopping once the difference is ``good_enough``.
     Returns ``(variants, largest difference)``."""
+    ref = case.replace(impl=reference()).build(component)
+
     def distance(chosen):
-        ref = case.replace(impl=reference()).build(component)
+        variants.reset(ref)
         for v in chosen.values():
             if v is not None:
                 v.apply(ref)
         return gap(actual, run(case, component, module=ref, inputs=inputs)[0])
 
-    probe = case.replace(impl=reference()).build(component)
-    slots = {slot: options for slot, options in variants.SLOTS.items() if options[0].applies_to(probe)}
+    slots = {slot: options for slot, options in variants.SLOTS.items() if options[0].applies_to(ref)}
     chosen = {slot: next((v for v in start if v.slot == slot), None) for slot in slots}
     best = distance(chosen)
     for _ in range(steps):

