@@ -25,6 +25,8 @@ import time
 import tomllib
 from pathlib import Path
 
+from conformance.verdicts import summary_table
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUBRIC = Path(__file__).with_name("rubric.toml")
 VERDICTS = ("pass", "deviation", "missing", "fail", "error")
@@ -121,18 +123,19 @@ def check_submission(worker, name, path, limits, private=()):
     """Check one submission in its own process; the result dict (verdicts, status, timings)."""
     scratch = Path(tempfile.mkdtemp(prefix="grade-"))
     try:
-        work, report_dir = scratch / "work", scratch / "report"
+        work, report_dir, judge_dir = scratch / "work", scratch / "report", scratch / "judge"
         work.mkdir()
         report_dir.mkdir(mode=0o700)
+        judge_dir.mkdir(mode=0o700)
         copy = work / path.name
         (shutil.copytree if path.is_dir() else shutil.copy2)(path, copy)
         nonce = secrets.token_hex(16)
         private = [*private, os.path.join(os.path.realpath(tempfile.gettempdir()), "grade-")]
         started = time.perf_counter()
         answer = worker.submit(dict(id=secrets.token_hex(8), impl=str(copy), work=str(work),
-                                    report_dir=str(report_dir), nonce=nonce, args=[], private=private,
-                                    **limits)).result()
-        result = judge(name, path, answer, work, report_dir, nonce, worker.nodeids, limits)
+                                    report_dir=str(report_dir), judge_dir=str(judge_dir), nonce=nonce, args=[],
+                                    private=private, **limits)).result()
+        result = judge(name, path, answer, work, report_dir, nonce, worker.nodeids, limits, judge_dir)
         result["wall_s"] = round(time.perf_counter() - started, 3)
         return result
     finally:
@@ -160,8 +163,9 @@ def valid_report(data):
     return checks
 
 
-def judge(name, path, answer, work, report_dir, nonce, nodeids, limits):
-    """The submission's result from what its process left: exit status, report, integrity record, output."""
+def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_dir):
+    """The submission's result from what its processes left: exit status, report, integrity record, output, and
+    the verdicts of the checks judged apart (``judge_dir/report.json``, written where its code never ran)."""
     output_file = work / "output.txt"
     size = output_file.stat().st_size if output_file.exists() else 0
     with open(output_file, "rb") if output_file.exists() else open(os.devnull, "rb") as f:
@@ -198,6 +202,14 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits):
             result.update(status="exited", reason=f"the process ended with exit status {code} before the checks "
                                                   "finished (sys.exit, os._exit or a crash at import)")
     if checks is not None:
+        apart = {c["nodeid"]: c for c in valid_report(read_json(judge_dir / "report.json")) or []}
+        for c in checks:
+            if c["nodeid"] in apart and apart[c["nodeid"]]["verdict"] != c["verdict"]:
+                problems.append(f"{c['check']} of {c['component']} is {apart[c['nodeid']]['verdict']} judged apart "
+                                f"from the submission's code, but {c['verdict']} beside it")
+        failing = any(c["verdict"] in ("fail", "error") for c in checks)  # what the exit status reflects
+        beside = [c for c in checks if c["nodeid"] not in apart]
+        checks = beside + list(apart.values())
         for c in checks:
             c["message"] = c["message"].replace(str(work) + os.sep, "")
         seen = {c["nodeid"] for c in checks}
@@ -207,13 +219,12 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits):
                                verdict="error", cause="grading.check_did_not_report",
                                message="this check left no verdict (the run was cut short or tampered with)",
                                nodeid=nodeid))
-        failing = any(c["verdict"] in ("fail", "error") for c in checks)
         if integrity["exitstatus"] != code and result["status"] == "graded":
             problems.append(f"the process exit status ({code}) is not the checks' ({integrity['exitstatus']})")
         if code == 0 and failing:
             problems.append("exit status 0 although checks failed")
         result["checks"] = checks
-        result["table"] = data.get("table") if isinstance(data.get("table"), dict) else {}
+        result["table"] = summary_table(checks)
         result["notes"] = [str(n).replace(str(work) + os.sep, "") for n in data.get("notes", [])
                            if isinstance(n, str)][:40]
         pe = read_json(report_dir / "pe.json")

@@ -131,13 +131,17 @@ def roles_of_module(module, spec):
 
 
 def load_implementation(spec):
-    """Resolve an ``--impl`` value: ``reference``, ``torch``, a file or package path, or an importable module."""
+    """Resolve an ``--impl`` value: ``reference``, ``torch``, a file or package path, an importable module, or
+    ``remote:FD`` (``conformance.remote``)."""
     if spec == "reference":
         from reference import transformer
         return Implementation("reference", transformer.CONFORMANCE_ROLES, origin=transformer.__file__)
     if spec == "torch":
         from adapters import torch_nn
         return Implementation("torch", torch_nn.CONFORMANCE_ROLES, origin="torch.nn")
+    if spec.startswith("remote:"):  # roles served by the process beside the submission's code (grading)
+        from conformance.remote import RemoteImplementation
+        return RemoteImplementation(int(spec.removeprefix("remote:")))
     if os.path.exists(spec):
         return load_from_path(spec)
     return roles_of_module(importlib.import_module(spec), spec)

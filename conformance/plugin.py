@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, Phase, settings
 
 from conformance import crashes, harness, verdicts
 from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole, load_implementation
-from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, Finding
+from conformance.remote import RemoteImplementation, is_judged_apart, runs_beside, serve
+from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, Finding, summary_table
 
 FAMILIES = ("shapes", "masks", "embeddings", "positional_encoding", "softmax", "norm_order", "parameters",
             "layer_norm", "behaviour", "construction")
@@ -44,6 +45,12 @@ def pytest_addoption(parser):
                     help="the contract claimed: 'paper' (post-norm) or 'practice' (pre-norm with final LayerNorm)")
     group.addoption("--expected", metavar="TOML", help="expected-results file: accepted failures and deviations")
     group.addoption("--report-json", metavar="PATH", help="write the verdict of every check as JSON")
+    group.addoption("--judged-apart", choices=("only", "skip"),
+                    help="run only the checks that grading judges apart from the submission's code, or all but "
+                         "those (conformance.remote.JUDGED_APART; the CROSS_CHECKED ones run in both)")
+    group.addoption("--serve-judge", type=int, metavar="FD",
+                    help="before the checks, serve the implementation's roles to a judge on socket FD "
+                         "(conformance.remote.serve)")
 
 
 def pytest_configure(config):
@@ -81,6 +88,8 @@ def brief_failure(excinfo, style=None):
 
 
 def pytest_collection_modifyitems(config, items):
+    apart = config.getoption("judged_apart")
+    kept, left = [], []
     for item in items:
         if getattr(item, "module", None) is not None and item.module.__name__.startswith("conformance."):
             item.repr_failure = brief_failure
@@ -89,12 +98,39 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, component))
         if family in FAMILIES:
             item.add_marker(getattr(pytest.mark, family))
+        if apart:
+            module = getattr(item, "module", None)
+            where = (module.__name__.rsplit(".", 1)[-1] if module else "", getattr(item, "originalname", ""),
+                     component)
+            run = is_judged_apart(*where) if apart == "only" else runs_beside(*where)
+            (kept if run else left).append(item)
+    if apart:
+        items[:] = kept
+        config.hook.pytest_deselected(items=left)
+
+
+IMPL = pytest.StashKey[object]()
+
+
+def implementation(config):
+    """The implementation under test (``--impl``), loaded once."""
+    if IMPL not in config.stash:
+        config.stash[IMPL] = load_implementation(config.getoption("impl"))
+    return config.stash[IMPL]
 
 
 @pytest.fixture(scope="session")
 def impl(request):
     """The implementation under test (``--impl``)."""
-    return load_implementation(request.config.getoption("impl"))
+    return implementation(request.config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    """``--serve-judge``: the judge's requests are answered before this process runs its own checks."""
+    fd = session.config.getoption("serve_judge")
+    if fd is not None:
+        serve(implementation(session.config), fd)
 
 
 @pytest.fixture(scope="session")
@@ -257,14 +293,6 @@ def pytest_sessionstart(session):
     CONFIG = session.config
 
 
-def summary_table(records):
-    """``{component: {family: worst verdict}}`` over all records."""
-    table = {}
-    for r in records:
-        table.setdefault(r["component"], {}).setdefault(r["family"], []).append(r["verdict"])
-    return {c: {f: verdicts.worst(v) for f, v in fams.items()} for c, fams in table.items()}
-
-
 def pytest_terminal_summary(terminalreporter, config):
     records = config.stash.get(RESULTS, [])
     if not records or hasattr(config, "workerinput"):
@@ -323,13 +351,15 @@ def unmatched_expectations(config, records):
 
 def pytest_sessionfinish(session):
     config = session.config
+    if isinstance(config.stash.get(IMPL, None), RemoteImplementation):
+        config.stash[IMPL].close()
     if hasattr(config, "workerinput"):
         return
     records = config.stash.get(RESULTS, [])
     for key in unmatched_expectations(config, records) if records else ():
         warnings.warn(f"expected-results entry {key!r} matches no finding of this run")
     path = config.getoption("report_json")
-    if path and records:
+    if path:  # (also when no check ran here: grading's process beside the code may have left them all to the judge)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w") as f:
             json.dump({"implementation": config.getoption("impl"), "contract": config.getoption("contract"),

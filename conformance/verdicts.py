@@ -49,3 +49,11 @@ class Unusable(Finding):
 def worst(verdicts):
     """The most severe verdict of a group (a table cell)."""
     return max(verdicts, key=SEVERITY.__getitem__, default=PASS)
+
+
+def summary_table(records):
+    """``{component: {family: worst verdict}}`` over check records (dicts with component, family and verdict)."""
+    table = {}
+    for r in records:
+        table.setdefault(r["component"], {}).setdefault(r["family"], []).append(r["verdict"])
+    return {c: {f: worst(v) for f, v in fams.items()} for c, fams in table.items()}

@@ -1,15 +1,18 @@
 """The grader's worker: a process that imports torch, pytest, hypothesis and the checker once, then forks one child
 per submission, so a submission costs its checks and almost nothing else (``python -m conformance.zygote``).
 
-Protocol: one JSON request per line on stdin, ``{"id", "impl", "work", "report_dir", "timeout", "memory",
-"output_limit", "nonce", "args"}``; one JSON answer per line on the original stdout when the child has ended,
-``{"id", "status", "signal", "timed_out", "wall_s", "maxrss_mb"}``. The first line it writes is
+Protocol: one JSON request per line on stdin, ``{"id", "impl", "work", "report_dir", "judge_dir", "timeout",
+"memory", "output_limit", "nonce", "args"}``; one JSON answer per line on the original stdout when the child and
+its judge have ended, ``{"id", "status", "signal", "timed_out", "wall_s", "maxrss_mb", "judge": {"status",
+"signal"}}``. The first line it writes is
 ``{"ready": true, "nodeids": [...]}``: the checks collected (with the grading's pytest arguments, given as
 ``argv[1:]``), which the grader expects to find in every report.
 
 A child starts its own session (its process group is killed when it ends or runs past its time), gets an address
 space limit (``memory`` bytes beyond what the worker had mapped), a file size limit, stdout and stderr redirected to ``work/output.txt``, ``work`` as its directory,
-HOME and TMPDIR, and ``conformance.integrity`` armed before pytest runs.
+HOME and TMPDIR, and ``conformance.integrity`` armed before pytest runs. Beside it, a second child, the *judge*,
+runs the checks judged apart (``conformance.remote``) in ``judge_dir`` against the roles the first one serves over a
+socket pair: the judge never loads the submission's code.
 """
 import gc
 import json
@@ -17,6 +20,7 @@ import os
 import resource
 import select
 import signal
+import socket
 import sys
 import time
 
@@ -68,18 +72,52 @@ def warm_up():
         torch.softmax(torch.zeros(1, 2, 2), -1)
 
 
-def child(request, answers, requests):
-    """In the forked child: isolate, arm the integrity plugin, run pytest, leave with its exit code."""
+def start(folder, answers, other):
+    """In a forked child: its own session, out of the worker's pipes (``other``: the socket end it must not hold),
+    stdout and stderr into ``folder/output.txt``."""
+    os.setsid()
+    os.close(answers)  # (requests is fd 0, replaced by /dev/null below)
+    other.close()
+    out = os.open(os.path.join(folder, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+
+
+def leave(code):
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        integrity._real_exit(code)
+
+
+def run_judge(request, answers, mine, other):
+    """In the forked judge: run the checks judged apart against the roles served on socket ``mine``."""
     code = 71
     try:
-        os.setsid()
-        os.close(answers)  # (requests is fd 0, replaced by /dev/null below)
+        folder = os.path.realpath(request["judge_dir"])
+        start(folder, answers, other)
+        os.chdir(folder)
+        hypothesis.configuration.set_hypothesis_home_dir(os.path.join(folder, ".hypothesis"))
+        code = int(pytest.main([*PYTEST_BASE, f"--impl=remote:{mine.fileno()}", "--judged-apart=only",
+                                f"--report-json={os.path.join(folder, 'report.json')}", *request["args"]]))
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 73
+    finally:
+        leave(code)
+
+
+def child(request, answers, mine, other):
+    """In the forked child: isolate, arm the integrity plugin, serve the judge on socket ``mine``, run pytest,
+    leave with its exit code."""
+    code = 71
+    try:
         work = os.path.realpath(request["work"])
-        out = os.open(os.path.join(work, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
+        start(work, answers, other)
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # (Python ignores it): past the output limit, the run stops
         limit = int(request["output_limit"])
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
@@ -97,7 +135,7 @@ def child(request, answers, requests):
                            "nonce": request["nonce"], "private": request.get("private", [])}
         report = os.path.join(request["report_dir"], "report.json")
         code = pytest.main([*PYTEST_BASE, f"--impl={request['impl']}", f"--report-json={report}",
-                            *request["args"]])
+                            f"--serve-judge={mine.fileno()}", "--judged-apart=skip", *request["args"]])
         code = int(code)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 72
@@ -106,11 +144,7 @@ def child(request, answers, requests):
         traceback.print_exc()
         code = 73
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            integrity._real_exit(code)
+        leave(code)
 
 
 def main():
@@ -134,7 +168,7 @@ def main():
     gc.collect()
     gc.freeze()  # what is imported stays out of every child's collections (and its pages stay shared)
     answer({"ready": True, "nodeids": nodeids})
-    running, buffer, closed = {}, b"", False
+    running, judges, ended, buffer, closed = {}, {}, {}, b"", False
     while running or not closed:
         if not closed:
             ready, _, _ = select.select([requests], [], [], 0.02)
@@ -146,10 +180,17 @@ def main():
                     line, buffer = buffer.split(b"\n", 1)
                     request = json.loads(line)
                     request["args"] = args + request.get("args", [])
+                    beside, apart = socket.socketpair()
                     pid = os.fork()
                     if pid == 0:
-                        child(request, answers, requests)
-                    running[pid] = dict(request=request, start=time.monotonic(), timed_out=False)
+                        child(request, answers, beside, apart)
+                    judge_pid = os.fork()
+                    if judge_pid == 0:
+                        run_judge(request, answers, apart, beside)
+                    beside.close()
+                    apart.close()
+                    running[pid] = dict(request=request, start=time.monotonic(), timed_out=False, judge=judge_pid)
+                    judges[judge_pid] = pid
         else:
             time.sleep(0.02)
         while running:
@@ -159,26 +200,36 @@ def main():
                 break
             if pid == 0:
                 break
-            job = running.pop(pid, None)
-            if job is None:
-                continue
             try:
                 os.killpg(pid, signal.SIGKILL)  # whatever it left behind in its session
             except (ProcessLookupError, PermissionError):
                 pass
-            answer({"id": job["request"]["id"], "pid": pid,
-                    "status": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                    "timed_out": job["timed_out"], "wall_s": time.monotonic() - job["start"],
-                    "maxrss_mb": usage.ru_maxrss / 1024})
+            ended[pid] = (status, usage)
+            for child_pid in [judges.get(pid, pid)]:
+                job = running.get(child_pid)
+                if job is None or child_pid not in ended or job["judge"] not in ended:
+                    continue
+                del running[child_pid], judges[job["judge"]]
+                (status, usage), (judge_status, _) = ended.pop(child_pid), ended.pop(job["judge"])
+                answer({"id": job["request"]["id"], "pid": child_pid,
+                        "status": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                        "timed_out": job["timed_out"], "wall_s": time.monotonic() - job["start"],
+                        "maxrss_mb": usage.ru_maxrss / 1024,
+                        "judge": {"status": os.WEXITSTATUS(judge_status) if os.WIFEXITED(judge_status) else None,
+                                  "signal": os.WTERMSIG(judge_status) if os.WIFSIGNALED(judge_status) else None}})
         now = time.monotonic()
         for pid, job in running.items():
             if not job["timed_out"] and now - job["start"] > float(job["request"]["timeout"]):
                 job["timed_out"] = True
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+                for process in (pid, job["judge"]):
+                    try:
+                        os.killpg(process, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        try:
+                            os.kill(process, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
 
 
 if __name__ == "__main__":

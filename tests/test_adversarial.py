@@ -58,6 +58,7 @@ def test_the_honest_buggy_submission_is_graded_with_its_failure(graded):
     ("patch_allclose", "torch.allclose"), ("patch_numpy", "numpy"), ("patch_pytest", "patched"),
     ("patch_hypothesis", "hypothesis"), ("comparison_mode", "mode"), ("exit_in_forward", "os._exit"),
     ("write_reports", "refused"), ("read_grader", "refused: reading"),
+    ("silence_the_watch", "judged apart from the submission's code, but pass beside it"),
 ])
 def test_tampering_is_detected_and_scores_nothing(graded, name, words):
     result = graded[0][name]
@@ -70,6 +71,15 @@ def test_patches_do_not_hide_the_failure_from_the_verdicts(graded):
     # the comparison patches are refused by nothing, but the checks' own failure of the scale is still observed
     result = graded[0]["patch_numpy"]
     assert any(c["verdict"] == "fail" for c in result["checks"])
+
+
+def test_checks_judged_apart_keep_their_verdicts_when_the_watch_is_silenced(graded):
+    # the checker patched beside the code (every verdict there a pass) and its watch silenced: the checks run in the
+    # judge, where the submission's code never ran, still fail the unscaled attention
+    result = graded[0]["silence_the_watch"]
+    judged = [c for c in result["checks"] if c["check"] == "agrees_with_reference"]
+    assert judged and all(c["verdict"] == "fail" for c in judged)
+    assert {c["cause"] for c in judged} == {"multi_head_attention.unscaled"}
 
 
 def test_forks_and_subprocesses_are_refused_and_said(graded):

@@ -1,0 +1,318 @@
+"""Judging apart: the checks that only need to *call* a submission run in a process where its code never ran.
+
+When grading (``conformance.zygote``), two processes check a submission. The one beside its code (it loaded the
+submission) first *serves* its roles (:func:`serve`): build a role, move it, set its mode, call it, map the
+reference's weights onto it. The judge (the ``--impl=remote:FD`` implementation, :func:`connect`) runs the checks
+named in :data:`JUDGED_APART` (``--judged-apart=only``) against those served roles and makes every comparison
+itself; the process beside the code then runs the other checks, those that must look inside the submission
+(``--judged-apart=skip``), watched by ``conformance.integrity``.
+
+Whatever comes back from the submission's side is data: one JSON line per answer, tensors as dtype, shape and raw
+bytes that the judge turns into new ``torch.Tensor`` objects itself (:func:`decode`), anything else as a type name
+and a repr. Nothing the submission made is ever called, compared or unpickled by the judge, so patching torch,
+pytest or the checker beside the code cannot change these verdicts.
+"""
+import base64
+import dataclasses
+import json
+import math
+import re
+import socket
+
+import torch
+import torch.nn as nn
+
+from conformance.verdicts import ERROR, FAIL, MISSING, Finding
+
+JUDGED_APART = {
+    "test_shapes": ("test_output_shape",),
+    "test_masks": ("test_masked_keys_do_not_change_outputs", "test_future_positions_do_not_change_earlier_outputs",
+                   "test_padding_mask_helper", "test_subsequent_mask_helper"),
+    "test_behaviour": ("test_eval_mode_is_deterministic", "test_dropout_acts_in_training",
+                       "test_samples_are_independent_of_batch", "test_agrees_with_reference"),
+}
+"""The checks judged apart: each builds roles and calls them with tensors, and looks at nothing but what comes
+back (``tests/test_remote.py`` checks that they give the same verdicts either way). ``sublayer_connection`` stays
+beside the code: its canonical call passes a function."""
+NOT_APART = ("sublayer_connection",)
+CROSS_CHECKED = ("test_agrees_with_reference",)
+"""Judged apart and run beside the code as well: the grader compares the two verdicts, so a submission that
+changes the verdicts beside its code (patching the checker there, silencing its watch) shows as soon as it is
+wrong anywhere the reference's outputs reach."""
+DTYPES = {str(t).removeprefix("torch."): t for t in (torch.float16, torch.bfloat16, torch.float32, torch.float64,
+                                                     torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
+                                                     torch.bool, torch.complex64, torch.complex128)}
+LINE_LIMIT = 256 << 20
+"""The longest answer the judge reads (bytes)."""
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,79}")
+
+
+def is_judged_apart(module_name, function_name, component):
+    return function_name in JUDGED_APART.get(module_name, ()) and component not in NOT_APART
+
+
+def runs_beside(module_name, function_name, component):
+    """Whether the process beside the code runs this check (``--judged-apart=skip``)."""
+    return not is_judged_apart(module_name, function_name, component) or function_name in CROSS_CHECKED
+
+
+# -- the wire ---------------------------------------------------------------------------------------------------
+def encode(value):
+    """``value`` as JSON data: real tensors (not subclasses) as bytes, tuples and lists item by item, numbers and
+    strings as they are, anything else as its type name and repr."""
+    if type(value) is torch.Tensor or type(value) is nn.Parameter:
+        t = value.detach().cpu().contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        return {"tensor": [str(t.dtype).removeprefix("torch."), list(t.shape), str(value.device),
+                           base64.b64encode(raw).decode()]}
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if type(value) in (tuple, list):
+        return {type(value).__name__: [encode(v) for v in value]}
+    try:
+        text = repr(value)[:200]
+    except Exception:
+        text = "?"
+    return {"object": [type(value).__name__, text]}
+
+
+class Opaque:
+    """What the judge holds in place of an object of the submission that is not a tensor: its type's name and
+    repr, nothing else (``type(x).__name__`` is that name)."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+
+def decode(data, device="cpu"):
+    """The value :func:`encode` wrote, rebuilt from data only (tensors placed on ``device``)."""
+    if data is None or type(data) in (bool, int, float, str):
+        return data
+    if type(data) is not dict or len(data) != 1:
+        raise ValueError(f"unreadable answer {str(data)[:80]}")
+    (kind, body), = data.items()
+    if kind == "tensor":
+        dtype, shape, _, raw = body
+        dtype = DTYPES[dtype]
+        if not (type(shape) is list and all(type(n) is int and n >= 0 for n in shape)):
+            raise ValueError(f"unreadable tensor shape {shape!r}")
+        raw = base64.b64decode(raw, validate=True)
+        if len(raw) != math.prod(shape) * dtype.itemsize:
+            raise ValueError(f"a tensor of shape {shape} with {len(raw)} bytes")
+        flat = torch.frombuffer(bytearray(raw), dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+        return flat.reshape(shape).clone().to(device)
+    if kind in ("tuple", "list") and type(body) is list:
+        items = [decode(v, device) for v in body]
+        return tuple(items) if kind == "tuple" else items
+    if kind == "object" and type(body) is list and len(body) == 2 and all(type(s) is str for s in body):
+        name = body[0] if IDENTIFIER.fullmatch(body[0]) else "object"
+        return type(name, (Opaque,), {})(body[1])
+    raise ValueError(f"unreadable answer {str(data)[:80]}")
+
+
+class Channel:
+    """One JSON message per line over a socket."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.file = sock.makefile("rwb")
+
+    def send(self, message):
+        self.file.write(json.dumps(message).encode() + b"\n")
+        self.file.flush()
+
+    def receive(self):
+        line = self.file.readline(LINE_LIMIT)
+        if not line.endswith(b"\n"):
+            raise EOFError("the submission's process ended (or sent an answer too long to read)")
+        return json.loads(line)
+
+
+# -- beside the code: serving the roles -------------------------------------------------------------------------
+def serve(impl, fd):
+    """Answer the judge's requests on socket ``fd`` until it is done (or gone); the submission's code runs here."""
+    from conformance import harness, plugin, weights
+    from conformance.interface import Config, load_implementation
+    channel = Channel(socket.socket(fileno=fd))
+    built = {}
+
+    def answer(request):
+        op = request["op"]
+        if op == "roles":
+            return {"roles": sorted(impl.roles), "notes": [str(n) for n in impl.notes]}
+        if op == "build":
+            harness.seed_generators(request["seed"], "cpu")
+            module = impl.build(request["role"], Config(**request["cfg"]))
+            if not isinstance(module, nn.Module):
+                return {"object": encode(module)}
+            built[len(built)] = module
+            return {"handle": len(built) - 1, "not_accepted": list(harness.inputs_not_accepted(module))}
+        if op == "function":
+            return {"not_accepted": list(harness.inputs_not_accepted(impl.function(request["role"])))}
+        if op == "to":
+            built[request["handle"]].to(device=request["device"], dtype=DTYPES[request["dtype"]])
+            return {}
+        if op == "train":
+            built[request["handle"]].train(request["mode"])
+            return {}
+        if op == "call":
+            target = impl.function(request["role"]) if request["handle"] is None else built[request["handle"]]
+            args = [decode(a, request["device"]) for a in request["args"]]
+            with torch.set_grad_enabled(request["grad"]):
+                return {"result": encode(target(*args))}
+        if op == "take_reference_weights":
+            harness.seed_generators(request["seed"], "cpu")
+            reference = load_implementation("reference").build(request["role"], Config(**request["cfg"]))
+            reference.to(device=request["device"], dtype=DTYPES[request["dtype"]])
+            reference.load_state_dict({k: decode(v, request["device"]) for k, v in request["state"].items()})
+            return {"mapping": weights.map_reference_weights(built[request["handle"]], reference)}
+        raise ValueError(f"unknown request {op!r}")
+
+    while True:
+        try:
+            request = channel.receive()
+        except (EOFError, OSError, ValueError):
+            return
+        if request["op"] == "done":
+            return
+        try:
+            reply = answer(request)
+        except Exception as exc:
+            verdict, cause, message = plugin.classify(pytest_excinfo(exc), request.get("role", "model"), impl.locate)
+            reply = {"raised": [verdict, cause, message]}
+        try:
+            channel.send(reply)
+        except OSError:
+            return
+
+
+def pytest_excinfo(exc):
+    import pytest
+    return pytest.ExceptionInfo.from_exception(exc)
+
+
+# -- the judge: the submission's roles seen from apart ----------------------------------------------------------
+class Raised(Finding):
+    """What the submission's side reported for a request that raised: its verdict (error, fail or missing), cause
+    and message, as data."""
+
+    def __init__(self, verdict, cause, message):
+        self.verdict = verdict if verdict in (ERROR, FAIL, MISSING) else ERROR
+        self.text = str(message)[:2000]
+        super().__init__(str(cause)[:200], "", "", reproduction="")
+
+    @property
+    def message(self):
+        return self.text
+
+
+class RemoteImplementation:
+    """The ``--impl=remote:FD`` implementation: roles served by another process over socket ``FD``."""
+
+    read, locate, repair, repaired = {}, None, None, None
+
+    def __init__(self, fd):
+        self.spec = "the submission (judged apart)"
+        self.channel = Channel(socket.socket(fileno=fd))
+        answer = self.ask(op="roles")
+        self.roles = [r for r in answer.get("roles", []) if type(r) is str]
+        self.notes = [n for n in answer.get("notes", []) if type(n) is str]
+
+    def ask(self, **request):
+        try:
+            self.channel.send(request)
+            answer = self.channel.receive()
+        except (OSError, EOFError, ValueError) as exc:
+            raise Raised("error", "grading.submission_process_ended", f"no answer from the submission's process: {exc}")
+        if type(answer) is not dict:
+            raise Raised("error", "grading.unreadable_answer", f"an answer that is not a message: {str(answer)[:80]}")
+        if "raised" in answer:
+            raise Raised(*(list(answer["raised"]) + ["", "", ""])[:3])
+        return answer
+
+    def close(self):
+        try:
+            self.channel.send({"op": "done"})
+        except OSError:
+            pass
+
+    def has(self, role):
+        return role in self.roles
+
+    def function(self, role):
+        from conformance.interface import MissingRole
+        if role not in self.roles:
+            raise MissingRole(f"the submission has no {role!r}")
+        return RemoteCallable(self, None, role, not_accepted(self.ask(op="function", role=role)))
+
+    def build(self, role, cfg):
+        cfg = dataclasses.asdict(cfg)
+        answer = self.ask(op="build", role=role, cfg=cfg, seed=torch.initial_seed())
+        if "object" in answer:
+            return decode(answer["object"])
+        return RemoteModule(self, answer["handle"], role, not_accepted(answer), cfg)
+
+
+def not_accepted(answer):
+    """``(canonical inputs the forward takes no parameter for, its signature)`` as data (``harness.inputs_not_accepted``)."""
+    names, signature = (list(answer.get("not_accepted") or []) + [[], None])[:2]
+    return [n for n in names if type(n) is str] if type(names) is list else [], \
+        signature if type(signature) is str else None
+
+
+class RemoteCallable:
+    """A function role of the submission, or a module's forward, called on its side."""
+
+    def __init__(self, impl, handle, role, not_accepted=([], None), device="cpu"):
+        self.impl, self.handle, self.role, self.not_accepted, self.device = impl, handle, role, not_accepted, device
+
+    def inputs_not_accepted(self):
+        return self.not_accepted
+
+    def __call__(self, *args):
+        answer = self.impl.ask(op="call", handle=self.handle, role=self.role, device=self.device,
+                               args=[encode(a) for a in args], grad=torch.is_grad_enabled())
+        return decode(answer.get("result"), self.device)
+
+
+class RemoteModule(nn.Module):
+    """A module of the submission, built and kept on its side; calling it sends the inputs and decodes the output."""
+
+    def __init__(self, impl, handle, role, not_accepted, cfg):
+        super().__init__()
+        self.remote = RemoteCallable(impl, handle, role, not_accepted)
+        self.cfg, self.dtype = cfg, "float32"
+
+    def forward(self, *args):
+        return self.remote(*args)
+
+    def to(self, *args, **kwargs):
+        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        self.remote.device = str(device or self.remote.device)
+        self.dtype = str(dtype).removeprefix("torch.") if dtype is not None else self.dtype
+        self.remote.impl.ask(op="to", handle=self.remote.handle, role=self.remote.role, device=self.remote.device,
+                             dtype=self.dtype)
+        return self
+
+    def train(self, mode=True):
+        self.remote.impl.ask(op="train", handle=self.remote.handle, role=self.remote.role, mode=bool(mode))
+        self.training = mode
+        return self
+
+    def inputs_not_accepted(self):
+        return self.remote.not_accepted
+
+    def take_reference_weights(self, reference):
+        """``weights.map_reference_weights`` done on the submission's side with these reference weights."""
+        answer = self.remote.impl.ask(
+            op="take_reference_weights", handle=self.remote.handle, role=self.remote.role, cfg=self.cfg,
+            seed=torch.initial_seed(), device=self.remote.device, dtype=self.dtype,
+            state={k: encode(v) for k, v in reference.state_dict().items()})
+        return answer.get("mapping") if answer.get("mapping") in ("exact", "by_order") else None
+
+
+def connect(fd):
+    return RemoteImplementation(fd)
