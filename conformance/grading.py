@@ -3,8 +3,10 @@
 Every entry of SUBMISSIONS_DIR (a file: .py, notebook, text export, markdown; or a folder: a small package) is
 checked in its own process, forked from a worker that has already imported torch and the checker
 (``conformance.zygote``), with a wall-clock limit, an address-space limit and an output limit, in a fresh folder
-of its own that is nowhere near the output folder. The verdicts come from the report that the checks write; the
-grader never imports student code and judges that report from outside: it must come with the integrity record of
+of its own that is nowhere near the output folder, beside a judge that never loads its code and runs the checks
+that only call it (``conformance.remote``). The verdicts come from the reports that the two write; the grader
+never imports student code and judges them from outside (the judge's verdicts win, and the cross-checked ones
+must agree): it must come with the integrity record of
 ``conformance.integrity`` (nonce, no patching, no refused operations), list every collected check and agree with
 the exit status. Whatever goes wrong becomes the submission's row; every file under OUT_DIR is written whole
 (temporary file, then ``os.replace``). Unchanged submissions are not checked again (``--force`` does).

@@ -1,8 +1,8 @@
 """Guard rails for grading: a pytest plugin (``-p conformance.integrity``) loaded into the process that runs the
 checks on a submission, armed by the grader's worker (``conformance.zygote``) before any student code is loaded.
 
-Student code runs in the same process as the checks, so this plugin watches for what would let it change its own
-verdict, and records (in ``integrity.json`` beside the report, read by the grader) what it saw:
+Student code runs in the same process as the checks that must look inside it (those that only call it are judged
+apart, ``conformance.remote``), so this plugin watches for what would let it change their verdicts, and records (in ``integrity.json`` beside the report, read by the grader) what it saw:
 
 - *patched*: a comparison (``torch.allclose``, ``torch.testing.assert_close``, ``numpy.allclose``, ...), a pytest,
   pluggy or hypothesis internal, or a checker function replaced; found by comparing every callable of those modules,
