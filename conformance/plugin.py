@@ -11,6 +11,7 @@ import tomllib
 import traceback
 import warnings
 
+import hypothesis.core
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
@@ -33,6 +34,21 @@ settings.register_profile("ci", max_examples=6, deadline=None, derandomize=True,
 settings.register_profile("grade", parent=settings.get_profile("ci"), max_examples=2)
 settings.register_profile("thorough", max_examples=200, deadline=None, report_multiple_bugs=False,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
+
+
+DIGESTS = {}
+
+
+def function_digest(function, compute=hypothesis.core.function_digest):
+    """hypothesis's digest of a check function (the seed of its derandomized examples), remembered: hypothesis reads
+    the function's source again for it, twice a check, ~4 ms each, a second or more of every run; grading's
+    worker computes them once for all its forks (``conformance.zygote``)."""
+    if id(function) not in DIGESTS:
+        DIGESTS[id(function)] = (function, compute(function))  # (the function is kept: its id stays its own)
+    return DIGESTS[id(function)][1]
+
+
+hypothesis.core.function_digest = function_digest
 
 
 def pytest_addoption(parser):

@@ -14,6 +14,7 @@ pytest or the checker beside the code cannot change these verdicts.
 """
 import base64
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -139,19 +140,29 @@ def serve(impl, fd):
     channel = Channel(socket.socket(fileno=fd))
     built = {}
 
+    def chosen(request):
+        """The implementation a request is for: the submission's, or its repaired one (``Implementation.repaired``),
+        asked for by the judge's look behind an error."""
+        if not request.get("repaired"):
+            return impl
+        if impl.repaired is None:
+            raise LookupError("nothing to repair")
+        return impl.repaired
+
     def answer(request):
-        op = request["op"]
+        op, target_impl = request["op"], chosen(request)
         if op == "roles":
-            return {"roles": sorted(impl.roles), "notes": [str(n) for n in impl.notes]}
+            return {"roles": sorted(target_impl.roles), "notes": [str(n) for n in target_impl.notes],
+                    "spec": str(target_impl.spec), "read": target_impl.read}
         if op == "build":
             harness.seed_generators(request["seed"], "cpu")
-            module = impl.build(request["role"], Config(**request["cfg"]))
+            module = target_impl.build(request["role"], Config(**request["cfg"]))
             if not isinstance(module, nn.Module):
                 return {"object": encode(module)}
             built[len(built)] = module
             return {"handle": len(built) - 1, "not_accepted": list(harness.inputs_not_accepted(module))}
         if op == "function":
-            return {"not_accepted": list(harness.inputs_not_accepted(impl.function(request["role"])))}
+            return {"not_accepted": list(harness.inputs_not_accepted(target_impl.function(request["role"])))}
         if op == "to":
             built[request["handle"]].to(device=request["device"], dtype=DTYPES[request["dtype"]])
             return {}
@@ -159,7 +170,7 @@ def serve(impl, fd):
             built[request["handle"]].train(request["mode"])
             return {}
         if op == "call":
-            target = impl.function(request["role"]) if request["handle"] is None else built[request["handle"]]
+            target = target_impl.function(request["role"]) if request["handle"] is None else built[request["handle"]]
             args = [decode(a, request["device"]) for a in request["args"]]
             with torch.set_grad_enabled(request["grad"]):
                 return {"result": encode(target(*args))}
@@ -168,7 +179,9 @@ def serve(impl, fd):
             reference = load_implementation("reference").build(request["role"], Config(**request["cfg"]))
             reference.to(device=request["device"], dtype=DTYPES[request["dtype"]])
             reference.load_state_dict({k: decode(v, request["device"]) for k, v in request["state"].items()})
-            return {"mapping": weights.map_reference_weights(built[request["handle"]], reference)}
+            module = built[request["handle"]]
+            return {"mapping": weights.map_reference_weights(module, reference),
+                    "shapes": [list(shape) for shape in weights.parameter_shapes(module)]}
         raise ValueError(f"unknown request {op!r}")
 
     while True:
@@ -181,7 +194,11 @@ def serve(impl, fd):
         try:
             reply = answer(request)
         except Exception as exc:
-            verdict, cause, message = plugin.classify(pytest_excinfo(exc), request.get("role", "model"), impl.locate)
+            try:
+                locate = chosen(request).locate
+            except Exception:
+                locate = impl.locate
+            verdict, cause, message = plugin.classify(pytest_excinfo(exc), request.get("role", "model"), locate)
             reply = {"raised": [verdict, cause, message]}
         try:
             channel.send(reply)
@@ -210,20 +227,32 @@ class Raised(Finding):
 
 
 class RemoteImplementation:
-    """The ``--impl=remote:FD`` implementation: roles served by another process over socket ``FD``."""
+    """The ``--impl=remote:FD`` implementation: roles served by another process over a :class:`Channel`; with
+    ``repaired``, the roles of the submission with its crashes repaired (``Implementation.repaired``, for the look
+    behind an error of ``plugin.look_behind``)."""
 
-    read, locate, repair, repaired = {}, None, None, None
+    locate = None
 
-    def __init__(self, fd):
-        self.spec = "the submission (judged apart)"
-        self.channel = Channel(socket.socket(fileno=fd))
+    def __init__(self, channel, repaired=False):
+        self.channel, self.view = channel, repaired
         answer = self.ask(op="roles")
+        self.spec = answer["spec"] if type(answer.get("spec")) is str else "the submission"
         self.roles = [r for r in answer.get("roles", []) if type(r) is str]
         self.notes = [n for n in answer.get("notes", []) if type(n) is str]
+        self.read = read_findings(answer.get("read"))
+        self.repair = None if repaired else functools.partial(RemoteImplementation, channel, repaired=True)
+
+    @functools.cached_property
+    def repaired(self):
+        """The repaired roles, or None (nothing to repair: the submission's side says so by raising)."""
+        try:
+            return self.repair() if self.repair is not None else None
+        except Raised:
+            return None
 
     def ask(self, **request):
         try:
-            self.channel.send(request)
+            self.channel.send({**request, "repaired": self.view})
             answer = self.channel.receive()
         except (OSError, EOFError, ValueError) as exc:
             raise Raised("error", "grading.submission_process_ended", f"no answer from the submission's process: {exc}")
@@ -245,7 +274,7 @@ class RemoteImplementation:
     def function(self, role):
         from conformance.interface import MissingRole
         if role not in self.roles:
-            raise MissingRole(f"the submission has no {role!r}")
+            raise MissingRole(f"{self.spec} has no {role!r}")
         return RemoteCallable(self, None, role, not_accepted(self.ask(op="function", role=role)))
 
     def build(self, role, cfg):
@@ -254,6 +283,15 @@ class RemoteImplementation:
         if "object" in answer:
             return decode(answer["object"])
         return RemoteModule(self, answer["handle"], role, not_accepted(answer), cfg)
+
+
+def read_findings(data):
+    """``Implementation.read`` (``{role: {cause: [message]}}``, what reading the code found) from data."""
+    if type(data) is not dict:
+        return {}
+    return {role: {cause: [m for m in messages if type(m) is str]
+                   for cause, messages in found.items() if type(cause) is str and type(messages) is list}
+            for role, found in data.items() if type(role) is str and type(found) is dict}
 
 
 def not_accepted(answer):
@@ -284,7 +322,7 @@ class RemoteModule(nn.Module):
     def __init__(self, impl, handle, role, not_accepted, cfg):
         super().__init__()
         self.remote = RemoteCallable(impl, handle, role, not_accepted)
-        self.cfg, self.dtype = cfg, "float32"
+        self.cfg, self.dtype, self.parameter_shapes = cfg, "float32", []
 
     def forward(self, *args):
         return self.remote(*args)
@@ -311,8 +349,11 @@ class RemoteModule(nn.Module):
             op="take_reference_weights", handle=self.remote.handle, role=self.remote.role, cfg=self.cfg,
             seed=torch.initial_seed(), device=self.remote.device, dtype=self.dtype,
             state={k: encode(v) for k, v in reference.state_dict().items()})
+        shapes = answer.get("shapes") if type(answer.get("shapes")) is list else []
+        self.parameter_shapes = [tuple(n for n in shape if type(n) is int) for shape in shapes if type(shape) is list]
         return answer.get("mapping") if answer.get("mapping") in ("exact", "by_order") else None
 
 
 def connect(fd):
-    return RemoteImplementation(fd)
+    """The implementation served on socket ``fd`` (``--impl=remote:FD``)."""
+    return RemoteImplementation(Channel(socket.socket(fileno=fd)))

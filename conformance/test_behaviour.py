@@ -8,7 +8,7 @@ from conformance import strategies, variants
 from conformance.harness import MODULE_ROLES, Case, assert_close, canonical_inputs, run, tolerance
 from conformance.interface import load_implementation
 from conformance.verdicts import Deviation, Failure, Missing
-from conformance.weights import map_reference_weights
+from conformance.weights import map_reference_weights, parameter_shapes
 
 DROPOUT_ROLES = ("positional_encoding", "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder",
                  "model")
@@ -134,7 +134,7 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
     mapping = map_reference_weights(m, ref)
     repro = case.reproduction(component, "# then copy the reference's weights: conformance.weights.map_reference_weights")
     if mapping is None:
-        shapes = [tuple(p.shape) for p in m.parameters()][:6]
+        shapes = parameter_shapes(m)
         raise Missing(f"{component}.reference_weights_unmappable", "the reference's weights to map onto the candidate",
                       f"weights cannot be mapped onto the reference (candidate parameter shapes {shapes} ...)", repro)
     inputs = canonical_inputs(case, component)

@@ -116,6 +116,14 @@ def inside(name, prefix):
 
 
 # -- reference weights -----------------------------------------------------------------------------
+def parameter_shapes(module, count=6):
+    """The shapes of the module's first ``count`` parameters (for a module judged apart, as the submission's side
+    reported them when the reference's weights were mapped)."""
+    if isinstance(module, RemoteModule):
+        return module.parameter_shapes[:count]
+    return [tuple(p.shape) for p in module.parameters()][:count]
+
+
 def map_reference_weights(candidate, reference):
     """Copy the parameters of ``reference`` (a module of the reference implementation) onto ``candidate``.
 

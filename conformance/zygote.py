@@ -46,6 +46,10 @@ class Collector:
 
     def pytest_collection_finish(self, session):
         self.nodeids = [item.nodeid for item in session.items]
+        for item in session.items:  # hypothesis's seeds of the checks, computed once for every child
+            inner = getattr(getattr(getattr(item, "obj", None), "hypothesis", None), "inner_test", None)
+            if inner is not None:
+                conformance.plugin.function_digest(inner)
 
 
 def collect(args):
@@ -78,6 +82,8 @@ def start(folder, answers, other):
     os.setsid()
     os.close(answers)  # (requests is fd 0, replaced by /dev/null below)
     other.close()
+    os.close(signal.set_wakeup_fd(-1))  # the worker's wake-up pipe: not the child's business
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     out = os.open(os.path.join(folder, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -161,6 +167,11 @@ def main():
         while line:
             line = line[os.write(answers, line):]
 
+    wake, woken = os.pipe()
+    for fd in (wake, woken):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(woken)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # (a handler, so that the signal writes to the wake-up pipe)
     nodeids = collect(args)
     warm_up()
     integrity.canaries()  # their first call imports much of torch (torch.testing): once here, not in every child
@@ -170,29 +181,32 @@ def main():
     answer({"ready": True, "nodeids": nodeids})
     running, judges, ended, buffer, closed = {}, {}, {}, b"", False
     while running or not closed:
-        if not closed:
-            ready, _, _ = select.select([requests], [], [], 0.02)
-            if ready:
-                chunk = os.read(requests, 65536)
-                closed = not chunk
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    request = json.loads(line)
-                    request["args"] = args + request.get("args", [])
-                    beside, apart = socket.socketpair()
-                    pid = os.fork()
-                    if pid == 0:
-                        child(request, answers, beside, apart)
-                    judge_pid = os.fork()
-                    if judge_pid == 0:
-                        run_judge(request, answers, apart, beside)
-                    beside.close()
-                    apart.close()
-                    running[pid] = dict(request=request, start=time.monotonic(), timed_out=False, judge=judge_pid)
-                    judges[judge_pid] = pid
-        else:
-            time.sleep(0.02)
+        ready, _, _ = select.select([wake] if closed else [requests, wake], [], [], 0.1)
+        if wake in ready:  # a child ended (SIGCHLD): its answer goes out now, not at the next poll
+            try:
+                while os.read(wake, 4096):
+                    pass
+            except BlockingIOError:
+                pass
+        if requests in ready:
+            chunk = os.read(requests, 65536)
+            closed = not chunk
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                request = json.loads(line)
+                request["args"] = args + request.get("args", [])
+                beside, apart = socket.socketpair()
+                pid = os.fork()
+                if pid == 0:
+                    child(request, answers, beside, apart)
+                judge_pid = os.fork()
+                if judge_pid == 0:
+                    run_judge(request, answers, apart, beside)
+                beside.close()
+                apart.close()
+                running[pid] = dict(request=request, start=time.monotonic(), timed_out=False, judge=judge_pid)
+                judges[judge_pid] = pid
         while running:
             try:
                 pid, status, usage = os.wait4(-1, os.WNOHANG)

@@ -1,5 +1,6 @@
 """Judging apart (conformance/remote.py): what crosses from the submission's process is read as data only, and the
-checks judged apart give the verdicts they give beside the code."""
+checks judged apart say what they say beside the code (verdict, cause and message, what is found behind an error
+included)."""
 import json
 import socket
 import subprocess
@@ -68,7 +69,7 @@ def judged_apart(spec, report):
 
 @pytest.mark.parametrize("name", ["reference", "attention_mask_after_softmax", "decoder_layers_not_chained",
                                   "seed 001", "seed 004"])
-def test_checks_judged_apart_give_the_verdicts_they_give_beside_the_code(tmp_path, name):
+def test_checks_judged_apart_say_what_they_say_beside_the_code(tmp_path, name):
     if name.startswith("seed"):
         spec = next(SEEDS.glob(name.split()[1] + "_*"), None)
         if spec is None:
@@ -82,8 +83,8 @@ def test_checks_judged_apart_give_the_verdicts_they_give_beside_the_code(tmp_pat
                    stdout=subprocess.DEVNULL, timeout=600)
     here = {c["nodeid"]: c for c in json.loads((tmp_path / "here.json").read_text())["checks"]}
     assert set(apart) == set(here) and len(here) >= sum(map(len, JUDGED_APART.values()))
-    differ = {n: ((here[n]["verdict"], here[n]["cause"]), (c["verdict"], c["cause"])) for n, c in apart.items()
-              if (c["verdict"], c["cause"]) != (here[n]["verdict"], here[n]["cause"])}
+    said = lambda c: (c["verdict"], c["cause"], c["message"])  # noqa: E731
+    differ = {n: (said(here[n]), said(c)) for n, c in apart.items() if said(c) != said(here[n])}
     assert not differ
     if name != "reference":
         assert any(c["verdict"] != "pass" for c in apart.values())
