@@ -210,7 +210,14 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_di
                 problems.append(f"{c['check']} of {c['component']} is {apart[c['nodeid']]['verdict']} judged apart "
                                 f"from the submission's code, but {c['verdict']} beside it")
         failing = any(c["verdict"] in ("fail", "error") for c in checks)  # what the exit status reflects
-        beside = [c for c in checks if c["nodeid"] not in apart]
+        expected, counted = set(nodeids), {}
+        for c in checks:
+            counted[c["nodeid"]] = counted.get(c["nodeid"], 0) + 1
+        foreign = sorted(n for n, k in counted.items() if n not in expected or k > 1)
+        if foreign:
+            problems.append(f"the report holds {len(foreign)} check(s) never collected, or twice ({foreign[0]}, ...)")
+        beside = [c for c in checks if c["nodeid"] not in apart and c["nodeid"] in expected]
+        apart = {n: c for n, c in apart.items() if n in expected}
         checks = beside + list(apart.values())
         for c in checks:
             c["message"] = c["message"].replace(str(work) + os.sep, "")

@@ -59,6 +59,7 @@ def test_the_honest_buggy_submission_is_graded_with_its_failure(graded):
     ("patch_hypothesis", "hypothesis"), ("comparison_mode", "mode"), ("exit_in_forward", "os._exit"),
     ("write_reports", "refused"), ("read_grader", "refused: reading"),
     ("silence_the_watch", "judged apart from the submission's code, but pass beside it"),
+    ("invent_checks", "never collected"),
 ])
 def test_tampering_is_detected_and_scores_nothing(graded, name, words):
     result = graded[0][name]
