@@ -139,9 +139,9 @@ def load_implementation(spec):
     if spec == "torch":
         from adapters import torch_nn
         return Implementation("torch", torch_nn.CONFORMANCE_ROLES, origin="torch.nn")
-    if spec.startswith("remote:"):  # roles served by the process beside the submission's code (grading)
+    if str(spec).startswith("remote:"):  # roles served by the process beside the submission's code (grading)
         from conformance.remote import connect
-        return connect(int(spec.removeprefix("remote:")))
+        return connect(int(str(spec).removeprefix("remote:")))
     if os.path.exists(spec):
         return load_from_path(spec)
     return roles_of_module(importlib.import_module(spec), spec)

@@ -40,12 +40,14 @@ DIGESTS = {}
 
 
 def function_digest(function, compute=hypothesis.core.function_digest):
-    """hypothesis's digest of a check function (the seed of its derandomized examples), remembered: hypothesis reads
-    the function's source again for it, twice a check, ~4 ms each, a second or more of every run; grading's
-    worker computes them once for all its forks (``conformance.zygote``)."""
-    if id(function) not in DIGESTS:
-        DIGESTS[id(function)] = (function, compute(function))  # (the function is kept: its id stays its own)
-    return DIGESTS[id(function)][1]
+    """hypothesis's digest of a check (the seed of its derandomized examples), remembered: hypothesis reads the
+    function's source again for it, twice a check, ~4 ms each, a second or more of every run; grading's worker
+    computes them once for all its forks (``conformance.zygote``). The digest also covers the key hypothesis's
+    pytest plugin sets on the function for each parametrized item (its node id), so the key is part of ours."""
+    key = (id(function), getattr(function, "_hypothesis_internal_add_digest", None))
+    if key not in DIGESTS:
+        DIGESTS[key] = (function, compute(function))  # (the function is kept: its id stays its own)
+    return DIGESTS[key][1]
 
 
 hypothesis.core.function_digest = function_digest

@@ -49,6 +49,7 @@ class Collector:
         for item in session.items:  # hypothesis's seeds of the checks, computed once for every child
             inner = getattr(getattr(getattr(item, "obj", None), "hypothesis", None), "inner_test", None)
             if inner is not None:
+                inner._hypothesis_internal_add_digest = item.nodeid.encode()  # (as its pytest plugin will)
                 conformance.plugin.function_digest(inner)
 
 
