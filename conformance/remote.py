@@ -33,7 +33,7 @@ JUDGED_APART = {
                        "test_samples_are_independent_of_batch", "test_agrees_with_reference"),
 }
 """The checks judged apart: each builds roles and calls them with tensors, and looks at nothing but what comes
-back (``tests/test_remote.py`` checks that they give the same verdicts either way). ``sublayer_connection`` stays
+back (``tests/test_remote.py`` checks that they say the same either way: verdict, cause and message). ``sublayer_connection`` stays
 beside the code: its canonical call passes a function."""
 NOT_APART = ("sublayer_connection",)
 CROSS_CHECKED = ("test_agrees_with_reference",)
