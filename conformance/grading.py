@@ -12,6 +12,7 @@ the exit status. Whatever goes wrong becomes the submission's row; every file un
 (temporary file, then ``os.replace``). Unchanged submissions are not checked again (``--force`` does).
 """
 import argparse
+import collections
 import concurrent.futures
 import hashlib
 import json
@@ -210,9 +211,8 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_di
                 problems.append(f"{c['check']} of {c['component']} is {apart[c['nodeid']]['verdict']} judged apart "
                                 f"from the submission's code, but {c['verdict']} beside it")
         failing = any(c["verdict"] in ("fail", "error") for c in checks)  # what the exit status reflects
-        expected, counted = set(nodeids), {}
-        for c in checks:
-            counted[c["nodeid"]] = counted.get(c["nodeid"], 0) + 1
+        expected = set(nodeids)
+        counted = collections.Counter(c["nodeid"] for c in checks)
         foreign = sorted(n for n, k in counted.items() if n not in expected or k > 1)
         if foreign:
             problems.append(f"the report holds {len(foreign)} check(s) never collected, or twice ({foreign[0]}, ...)")

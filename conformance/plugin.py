@@ -117,11 +117,8 @@ def pytest_collection_modifyitems(config, items):
         if family in FAMILIES:
             item.add_marker(getattr(pytest.mark, family))
         if apart:
-            module = getattr(item, "module", None)
-            where = (module.__name__.rsplit(".", 1)[-1] if module else "", getattr(item, "originalname", ""),
-                     component)
-            run = is_judged_apart(*where) if apart == "only" else runs_beside(*where)
-            (kept if run else left).append(item)
+            where = (family, check_of(item), component)
+            (kept if (is_judged_apart if apart == "only" else runs_beside)(*where) else left).append(item)
     if apart:
         items[:] = kept
         config.hook.pytest_deselected(items=left)

@@ -20,23 +20,24 @@ import math
 import re
 import socket
 
+import pytest
 import torch
 import torch.nn as nn
 
 from conformance.verdicts import ERROR, FAIL, MISSING, Finding
 
 JUDGED_APART = {
-    "test_shapes": ("test_output_shape",),
-    "test_masks": ("test_masked_keys_do_not_change_outputs", "test_future_positions_do_not_change_earlier_outputs",
-                   "test_padding_mask_helper", "test_subsequent_mask_helper"),
-    "test_behaviour": ("test_eval_mode_is_deterministic", "test_dropout_acts_in_training",
-                       "test_samples_are_independent_of_batch", "test_agrees_with_reference"),
+    "shapes": ("output_shape",),
+    "masks": ("masked_keys_do_not_change_outputs", "future_positions_do_not_change_earlier_outputs",
+              "padding_mask_helper", "subsequent_mask_helper"),
+    "behaviour": ("eval_mode_is_deterministic", "dropout_acts_in_training", "samples_are_independent_of_batch",
+                  "agrees_with_reference"),
 }
-"""The checks judged apart: each builds roles and calls them with tensors, and looks at nothing but what comes
-back (``tests/test_remote.py`` checks that they say the same either way: verdict, cause and message). ``sublayer_connection`` stays
-beside the code: its canonical call passes a function."""
+"""The checks judged apart, by property family and check name: each builds roles and calls them with tensors,
+and looks at nothing but what comes back (``tests/test_remote.py`` checks that they say the same either way:
+verdict, cause and message). ``sublayer_connection`` stays beside the code: its canonical call passes a function."""
 NOT_APART = ("sublayer_connection",)
-CROSS_CHECKED = ("test_agrees_with_reference",)
+CROSS_CHECKED = ("agrees_with_reference",)
 """Judged apart and run beside the code as well: the grader compares the two verdicts, so a submission that
 changes the verdicts beside its code (patching the checker there, silencing its watch) shows as soon as it is
 wrong anywhere the reference's outputs reach."""
@@ -48,13 +49,13 @@ LINE_LIMIT = 256 << 20
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,79}")
 
 
-def is_judged_apart(module_name, function_name, component):
-    return function_name in JUDGED_APART.get(module_name, ()) and component not in NOT_APART
+def is_judged_apart(family, check, component):
+    return check in JUDGED_APART.get(family, ()) and component not in NOT_APART
 
 
-def runs_beside(module_name, function_name, component):
+def runs_beside(family, check, component):
     """Whether the process beside the code runs this check (``--judged-apart=skip``)."""
-    return not is_judged_apart(module_name, function_name, component) or function_name in CROSS_CHECKED
+    return not is_judged_apart(family, check, component) or check in CROSS_CHECKED
 
 
 # -- the wire ---------------------------------------------------------------------------------------------------
@@ -198,17 +199,13 @@ def serve(impl, fd):
                 locate = chosen(request).locate
             except Exception:
                 locate = impl.locate
-            verdict, cause, message = plugin.classify(pytest_excinfo(exc), request.get("role", "model"), locate)
+            verdict, cause, message = plugin.classify(pytest.ExceptionInfo.from_exception(exc),
+                                                      request.get("role", "model"), locate)
             reply = {"raised": [verdict, cause, message]}
         try:
             channel.send(reply)
         except OSError:
             return
-
-
-def pytest_excinfo(exc):
-    import pytest
-    return pytest.ExceptionInfo.from_exception(exc)
 
 
 # -- the judge: the submission's roles seen from apart ----------------------------------------------------------

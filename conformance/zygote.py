@@ -3,8 +3,8 @@ per submission, so a submission costs its checks and almost nothing else (``pyth
 
 Protocol: one JSON request per line on stdin, ``{"id", "impl", "work", "report_dir", "judge_dir", "timeout",
 "memory", "output_limit", "nonce", "args"}``; one JSON answer per line on the original stdout when the child and
-its judge have ended, ``{"id", "status", "signal", "timed_out", "wall_s", "maxrss_mb", "judge": {"status",
-"signal"}}``. The first line it writes is
+its judge have ended, ``{"id", "status", "signal", "timed_out", "wall_s", "maxrss_mb"}`` (the child's: the
+judge's verdicts are in its report). The first line it writes is
 ``{"ready": true, "nodeids": [...]}``: the checks collected (with the grading's pytest arguments, given as
 ``argv[1:]``), which the grader expects to find in every report.
 
@@ -220,19 +220,17 @@ def main():
             except (ProcessLookupError, PermissionError):
                 pass
             ended[pid] = (status, usage)
-            for child_pid in [judges.get(pid, pid)]:
-                job = running.get(child_pid)
-                if job is None or child_pid not in ended or job["judge"] not in ended:
-                    continue
-                del running[child_pid], judges[job["judge"]]
-                (status, usage), (judge_status, _) = ended.pop(child_pid), ended.pop(job["judge"])
-                answer({"id": job["request"]["id"], "pid": child_pid,
-                        "status": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-                        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                        "timed_out": job["timed_out"], "wall_s": time.monotonic() - job["start"],
-                        "maxrss_mb": usage.ru_maxrss / 1024,
-                        "judge": {"status": os.WEXITSTATUS(judge_status) if os.WIFEXITED(judge_status) else None,
-                                  "signal": os.WTERMSIG(judge_status) if os.WIFSIGNALED(judge_status) else None}})
+            child_pid = judges.get(pid, pid)
+            job = running.get(child_pid)
+            if job is None or child_pid not in ended or job["judge"] not in ended:
+                continue  # (its partner still runs)
+            del running[child_pid], judges[job["judge"]], ended[job["judge"]]
+            status, usage = ended.pop(child_pid)
+            answer({"id": job["request"]["id"], "pid": child_pid,
+                    "status": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                    "timed_out": job["timed_out"], "wall_s": time.monotonic() - job["start"],
+                    "maxrss_mb": usage.ru_maxrss / 1024})
         now = time.monotonic()
         for pid, job in running.items():
             if not job["timed_out"] and now - job["start"] > float(job["request"]["timeout"]):
