@@ -109,8 +109,10 @@ class LoadedCode:
         cell = self._cell_of(filename)
         if cell is None:
             return None
-        where = f"{self.path}:{_file_line(cell, lineno) or lineno}"
-        return where if self.kind == "python" else f"{where} ({cell.label}, line {lineno})"
+        file_line = _file_line(cell, lineno)
+        if self.kind == "python":
+            return f"{self.path}:{file_line or lineno}"
+        return f"{self.path}{f':{file_line}' if file_line else ''} ({cell.label}, line {lineno})"
 
     def _cell_of(self, filename: str) -> Cell | None:
         head, sep, number = filename.rpartition("#cell")
@@ -337,17 +339,40 @@ def _notebook_cells(text: str) -> list[Cell]:
                 raw = nbformat.reads(text, as_version=4).cells
         except Exception:  # nbformat rejects notebooks missing metadata; their cells are still usable
             pass
+    starts = _source_lines(text, data.get("cells", []), len(raw))
     sources = []
-    for c in raw:
+    for c, start in zip(raw, starts):
         if isinstance(c, dict) and c.get("cell_type") == "code":
             source = c.get("source", "")
             source = "".join(source) if isinstance(source, list) else str(source)
             if source.strip():
-                sources.append(source)
+                sources.append((source, start))
     if not sources:
         raise LoadError(f"notebook has no code cells ({len(raw)} cells in all)" if raw else "notebook has no cells",
                         kind="notebook")
-    return [_make_cell(n, s, f"cell {n}", 0) for n, s in enumerate(sources, 1)]
+    return [_make_cell(n, s, f"cell {n}", start) for n, (s, start) in enumerate(sources, 1)]
+
+
+def _source_lines(text: str, cells: list, count: int) -> list[int]:
+    """The line of the notebook's JSON file where each of the first ``count`` cells' source starts, or 0 where
+    that cannot be told: a source saved as a list of lines, one JSON string a line (as Jupyter writes them), starts
+    on the line after its ``"source": [``; a source saved as one string has no file line for each of its lines."""
+    if len(cells) < count:
+        return [0] * count
+    lines, starts, position = text.splitlines(), [], 0
+    for cell in cells[:count]:
+        found = SOURCE_KEY.search(text, position)
+        if found is None or not isinstance(cell, dict):
+            return [0] * count
+        position, line, source = found.end(), text.count("\n", 0, found.start()) + 2, cell.get("source")
+        written = lines[line - 1].strip() if line <= len(lines) else ""
+        fits = found[1] and isinstance(source, list) and source and any(
+            written.startswith(json.dumps(source[0], ensure_ascii=ascii)[:-1]) for ascii in (False, True))
+        starts.append(line if fits else 0)
+    return starts
+
+
+SOURCE_KEY = re.compile(r'"source"\s*:\s*(\[)?')
 
 
 def extract_cells(path: str | os.PathLike) -> tuple[str, list[Cell]]:

@@ -2,7 +2,6 @@
 (``super().__init__()`` missing, a name that does not exist, arguments in the wrong order, a ``forward`` defined at
 the wrong indentation, a call that unpacks the wrong number of results, None used as a tensor) so that the report
 names the cause."""
-import inspect
 import linecache
 import re
 import traceback
@@ -44,19 +43,24 @@ def class_without_forward(tb):
 
 
 def class_location(cls, locate):
-    """``file:line in class X`` of a class's definition, else None."""
-    try:
-        filename, line = inspect.getsourcefile(cls), inspect.getsourcelines(cls)[1]
-    except (TypeError, OSError):
+    """``file:line in class X`` of a class's definition, else None: the ``class`` line above its first method (the
+    file of its code, which for a notebook is its cell; ``inspect`` would search the module's file instead)."""
+    codes = [f.__code__ for f in vars(cls).values() if hasattr(f, "__code__")] if cls is not None else []
+    if not codes:
         return None
-    return f"{(locate(filename, line) if locate else None) or f'{filename}:{line}'} in class {cls.__name__}"
+    code = min(codes, key=lambda c: c.co_firstlineno)
+    lines = linecache.getlines(code.co_filename)
+    line = next((n for n in range(min(code.co_firstlineno, len(lines)), 0, -1)
+                 if re.match(rf"\s*class\s+{cls.__name__}\b", lines[n - 1])), code.co_firstlineno)
+    return f"{(locate(code.co_filename, line) if locate else None) or f'{code.co_filename}:{line}'} in class " \
+           f"{cls.__name__}"
 
 
 def nested_forward(cls):
-    """True when ``cls.__init__`` defines a function named ``forward`` (an indentation mistake)."""
-    init = getattr(cls, "__init__", None)
-    code = getattr(init, "__code__", None)
-    return code is not None and any(getattr(c, "co_name", "") == "forward" for c in code.co_consts)
+    """The code of a function named ``forward`` defined inside ``cls.__init__`` (an indentation mistake), else
+    None."""
+    code = getattr(getattr(cls, "__init__", None), "__code__", None)
+    return next((c for c in getattr(code, "co_consts", ()) if getattr(c, "co_name", "") == "forward"), None)
 
 
 def diagnose(exc, tb, is_checker_code, locate=None):
@@ -89,10 +93,13 @@ def diagnose(exc, tb, is_checker_code, locate=None):
                      "(misspelled, defined later, or defined in a cell that failed)", where)
     if 'missing the required "forward" function' in text or text.startswith("_forward_unimplemented()"):
         module_cls = class_without_forward(tb)
-        where = class_location(module_cls, locate) or where
-        if module_cls is not None and nested_forward(module_cls):
+        nested = nested_forward(module_cls) if module_cls is not None else None
+        if nested is not None:
+            at = locate(nested.co_filename, nested.co_firstlineno) if locate else None
+            where = f"{at or f'{nested.co_filename}:{nested.co_firstlineno}'} in {module_cls.__name__}.__init__"
             return Crash("error.forward_nested_in_init", f"{module_cls.__name__}.forward is defined inside __init__ "
                          "(indented one level too deep), so the class has no forward method", where)
+        where = class_location(module_cls, locate) or where
         named = module_cls.__name__ if module_cls is not None else "a module"
         return Crash("error.forward_missing", f"{named} defines no forward method ({text})", where)
     if isinstance(exc, TypeError) and re.search(r"'(float|int)' object is not callable|cannot assign '(float|int)' as "
@@ -109,7 +116,11 @@ def diagnose(exc, tb, is_checker_code, locate=None):
     if isinstance(exc, ValueError) and re.search(r"(too many|not enough) values to unpack", text):
         return Crash("error.unpacking_mismatch", f"{text}: a call returns a different number of values than its caller "
                      "unpacks (for example attention returning one tensor where two are unpacked)", where)
+    if isinstance(exc, RuntimeError) and "view size is not compatible with input tensor's size and stride" in text:
+        return Crash("error.view_of_non_contiguous", f"{text}: view() of a tensor that is not contiguous (transposed): "
+                     "write .contiguous().view(...) or .reshape(...)", where)
     if isinstance(exc, RuntimeError) and re.search(r"(shapes cannot be multiplied|size of tensor a|expanded size|"
-                                                   r"shape '\[.*\]' is invalid|must match the size)", text):
+                                                   r"shape '\[.*\]' is invalid|must match the size|"
+                                                   r"Expected size for first two dimensions)", text):
         return Crash("error.shape_mismatch", f"{text}: tensors of incompatible shapes (a dimension mixed up?)", where)
     return Crash(f"error.{type(exc).__name__}", f"{type(exc).__name__}: {text}", where)

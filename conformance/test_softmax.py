@@ -96,6 +96,7 @@ SCALE_MISTAKES = {
     "d_model": lambda cfg: 1 / cfg.d_model,
     "unscaled": lambda cfg: 1.0,
     "multiplied_by_sqrt_d_k": lambda cfg: math.sqrt(cfg.d_k),
+    "scaled_twice": lambda cfg: 1 / math.sqrt(cfg.d_k * cfg.d_model),  # queries pre-scaled by 1/sqrt(d_model) too
 }
 
 

@@ -12,11 +12,13 @@ turns into the reference (or into something else) when the reference changes.
     path = mutants.write(mutants.BY_NAME["attention_unscaled"], tmp_dir)
     # pytest conformance --impl=<path>
 """
+import ast
 from dataclasses import dataclass
 from pathlib import Path
 
 from conformance import plugin
 from conformance.interface import ROLES
+from reference.transformer import CONFORMANCE_ROLES as ROLE_OBJECTS
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "reference" / "transformer.py"
@@ -29,12 +31,18 @@ class StaleMutant(ValueError):
 
 @dataclass(frozen=True)
 class Mutant:
+    """``cause``: the cause id that names the mistake (the truth, written with the mutant; for a deviation, the
+    variant's); ``crash_at``: for a mutant that crashes, the text of the line in the mutant's file where it does
+    (an error's message must cite that line); ``known_gap``: why the checker does not name ``cause`` today."""
     name: str
     family: str
     component: str
     description: str
     edits: tuple
     deviation: bool = False
+    cause: str = ""
+    crash_at: str = ""
+    known_gap: str = ""
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -45,10 +53,20 @@ class Mutant:
             raise ValueError(f"{self.name}: unknown component {self.component!r}")
         if not self.edits or not all(isinstance(e, tuple) and len(e) == 2 and e[0] != e[1] for e in self.edits):
             raise ValueError(f"{self.name}: edits must be a non-empty sequence of (old, new) pairs that differ")
+        if not self.cause.startswith((f"{self.component}.", "error.")):
+            raise ValueError(f"{self.name}: cause {self.cause!r} names neither its component nor a crash")
 
 
-def M(name, family, component, description, *edits, deviation=False):
-    return Mutant(name, family, component, description, tuple(edits), deviation)
+def M(name, family, component, description, *edits, deviation=False, cause="", crash_at="", known_gap=""):
+    return Mutant(name, family, component, description, tuple(edits), deviation, cause, crash_at, known_gap)
+
+
+def crash_line(mutant):
+    """The line of the written mutant (its header included) where it crashes, or None."""
+    if not mutant.crash_at:
+        return None
+    text = header(mutant) + apply(mutant)
+    return text[:text.index(mutant.crash_at)].count("\n") + 1
 
 
 SCORES = "scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(d_k)"
@@ -72,142 +90,169 @@ MUTANTS = [
     # -- softmax: eq. (1), softmax(Q K^T / sqrt(d_k)) over the keys; the generator's log-softmax (3.4) ----------
     M("attention_scale_sqrt_d_model", "softmax", "attention",
       "scores divided by sqrt(d_model) = sqrt(h * d_k) instead of sqrt(d_k)",
-      (SCORES, "scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(query.size(1) * d_k)  # d_model")),
+      (SCORES, "scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(query.size(1) * d_k)  # d_model"),
+      cause="attention.scale.sqrt_d_model"),
     M("attention_scale_d_k", "softmax", "attention", "scores divided by d_k instead of sqrt(d_k)",
-      ("/ math.sqrt(d_k)", "/ d_k")),
+      ("/ math.sqrt(d_k)", "/ d_k"), cause="attention.scale.d_k"),
     M("attention_unscaled", "softmax", "attention", "scores not scaled at all (plain dot-product attention)",
-      (" / math.sqrt(d_k)", "")),
+      (" / math.sqrt(d_k)", ""), cause="attention.scale.unscaled"),
     M("attention_scale_multiplied", "softmax", "attention", "scores multiplied by sqrt(d_k) instead of divided",
-      ("/ math.sqrt(d_k)", "* math.sqrt(d_k)")),
+      ("/ math.sqrt(d_k)", "* math.sqrt(d_k)"), cause="attention.scale.multiplied_by_sqrt_d_k"),
     M("attention_softmax_over_queries", "softmax", "attention", "softmax over the query axis (dim=-2)",
-      (SOFTMAX, "weights = torch.softmax(scores, dim=-2)")),
+      (SOFTMAX, "weights = torch.softmax(scores, dim=-2)"), cause="attention.softmax_wrong_axis"),
     M("attention_query_key_swapped", "softmax", "attention",
       "scores computed as K Q^T (query and key swapped); crashes when Lq != Lk",
-      ("torch.matmul(query, key.transpose(-2, -1))", "torch.matmul(key, query.transpose(-2, -1))")),
+      ("torch.matmul(query, key.transpose(-2, -1))", "torch.matmul(key, query.transpose(-2, -1))"),
+      cause="attention.query_key_swapped", crash_at=MASK_FILL,
+      known_gap=("the crash when Lq != Lk (a shape error) and the wrong output shape are reported, not the swap that "
+                 "causes them")),
     M("mha_double_scaling", "softmax", "multi_head_attention",
       "queries pre-scaled by 1/sqrt(d_model) (fairseq style) although attention() already divides by sqrt(d_k)",
-      (CALL_ATTENTION, "heads, _ = attention(q / math.sqrt(self.h * self.d_k), k, v, mask)")),
+      (CALL_ATTENTION, "heads, _ = attention(q / math.sqrt(self.h * self.d_k), k, v, mask)"),
+      cause="multi_head_attention.scale.scaled_twice"),
     M("mha_heads_split_without_transpose", "softmax", "multi_head_attention",
       "heads split with view(batch, h, length, d_k) instead of view(batch, length, h, d_k).transpose(1, 2)",
-      (SPLIT, "return x.view(x.size(0), self.h, -1, self.d_k)")),
+      (SPLIT, "return x.view(x.size(0), self.h, -1, self.d_k)"),
+      cause="multi_head_attention.heads_split_without_transpose"),
     M("generator_log_softmax_wrong_axis", "embeddings", "generator",
       "log-softmax over the length axis (dim=1) instead of the vocabulary",
-      (GENERATOR, "return torch.log_softmax(self.proj(x), dim=1)")),
+      (GENERATOR, "return torch.log_softmax(self.proj(x), dim=1)"), cause="generator.softmax_wrong_axis"),
     M("generator_plain_softmax", "embeddings", "generator",
       "probabilities (softmax, as the paper's words say) returned instead of log-probabilities (a named deviation)",
-      (GENERATOR, "return torch.softmax(self.proj(x), dim=-1)"), deviation=True),
+      (GENERATOR, "return torch.softmax(self.proj(x), dim=-1)"), deviation=True, cause="generator.softmax_output"),
     M("generator_returns_logits", "embeddings", "generator",
       "logits returned, the log-softmax left to the loss (a named deviation)",
-      (GENERATOR, "return self.proj(x)"), deviation=True),
+      (GENERATOR, "return self.proj(x)"), deviation=True, cause="generator.logits_output"),
 
     # -- masks: True = may attend; padding keys and future positions get no weight (3.1, 3.2.3) --------------
     M("attention_mask_inverted", "masks", "attention", "masked_fill(mask) instead of masked_fill(~mask)",
-      (MASK_FILL, "scores = scores.masked_fill(mask, MASKED_SCORE)")),
+      (MASK_FILL, "scores = scores.masked_fill(mask, MASKED_SCORE)"), cause="attention.mask_inverted"),
     M("attention_mask_filled_with_zero", "masks", "attention", "masked scores set to 0 instead of -inf (-1e9)",
-      (MASK_FILL, "scores = scores.masked_fill(~mask, 0.0)")),
+      (MASK_FILL, "scores = scores.masked_fill(~mask, 0.0)"), cause="attention.masked_scores_set_to_zero"),
     M("attention_mask_after_softmax", "masks", "attention",
       "mask applied to the weights after the softmax: rows no longer sum to 1",
       ("    if mask is not None:\n        " + MASK_FILL + "\n    " + SOFTMAX,
-       "    " + SOFTMAX + "\n    if mask is not None:\n        weights = weights.masked_fill(~mask, 0.0)")),
+       "    " + SOFTMAX + "\n    if mask is not None:\n        weights = weights.masked_fill(~mask, 0.0)"),
+      cause="attention.mask_applied_after_softmax"),
     M("mha_mask_not_passed", "masks", "multi_head_attention", "multi-head attention never passes the mask on",
-      (CALL_ATTENTION, "heads, _ = attention(q, k, v)")),
+      (CALL_ATTENTION, "heads, _ = attention(q, k, v)"), cause="multi_head_attention.mask_ignored"),
     M("subsequent_mask_triu", "masks", "subsequent_mask", "triu instead of tril: the future is visible, the past not",
-      ("torch.tril(torch.ones(1, size, size", "torch.triu(torch.ones(1, size, size")),
+      ("torch.tril(torch.ones(1, size, size", "torch.triu(torch.ones(1, size, size"), cause="subsequent_mask.triu"),
     M("subsequent_mask_excludes_diagonal", "masks", "subsequent_mask",
       "off by one: position i may not attend to itself (tril with diagonal=-1)",
-      ("torch.ones(1, size, size, dtype=torch.bool))", "torch.ones(1, size, size, dtype=torch.bool), diagonal=-1)")),
+      ("torch.ones(1, size, size, dtype=torch.bool))", "torch.ones(1, size, size, dtype=torch.bool), diagonal=-1)"),
+      cause="subsequent_mask.excludes_diagonal"),
     M("padding_mask_inverted", "masks", "padding_mask", "True where the token is padding",
-      ("(tokens != pad_idx)", "(tokens == pad_idx)")),
+      ("(tokens != pad_idx)", "(tokens == pad_idx)"), cause="padding_mask.inverted"),
     M("padding_mask_masks_queries", "masks", "padding_mask",
       "mask shaped (batch, length, 1): hides padded queries instead of padded keys",
-      ("(tokens != pad_idx).unsqueeze(-2)", "(tokens != pad_idx).unsqueeze(-1)")),
+      ("(tokens != pad_idx).unsqueeze(-2)", "(tokens != pad_idx).unsqueeze(-1)"), cause="padding_mask.masks_queries"),
     M("decoder_self_attention_unmasked", "masks", "decoder_layer",
       "decoder self-attention called without the target mask: positions see the future",
-      ("self.self_attn(x, x, x, tgt_mask)", "self.self_attn(x, x, x)")),
+      ("self.self_attn(x, x, x, tgt_mask)", "self.self_attn(x, x, x)"), cause="decoder_layer.mask_ignored"),
     M("encoder_self_attention_unmasked", "masks", "encoder_layer",
       "encoder self-attention called without the source padding mask",
-      ("self.self_attn(x, x, x, src_mask)", "self.self_attn(x, x, x)")),
+      ("self.self_attn(x, x, x, src_mask)", "self.self_attn(x, x, x)"), cause="encoder_layer.mask_ignored"),
     M("cross_attention_with_target_mask", "masks", "decoder_layer",
       "encoder-decoder attention given the target mask instead of the source mask (crashes when Ls != Lt)",
-      ("self.src_attn(x, memory, memory, src_mask)", "self.src_attn(x, memory, memory, tgt_mask)")),
+      ("self.src_attn(x, memory, memory, src_mask)", "self.src_attn(x, memory, memory, tgt_mask)"),
+      cause="decoder_layer.mask_ignored", crash_at=MASK_FILL),
 
     # -- positional encoding (3.5) and the dropout on the sums (5.4) ------------------------------------------
     M("pe_multiplies_by_frequency", "positional_encoding", "positional_encoding",
       "angle = pos * 10000^(2i/d_model) instead of pos / 10000^(2i/d_model)",
-      ("angle = position / torch.pow(", "angle = position * torch.pow(")),
+      ("angle = position / torch.pow(", "angle = position * torch.pow("),
+      cause="positional_encoding.multiplies_by_frequency"),
     M("pe_sin_cos_swapped", "positional_encoding", "positional_encoding",
       "cos in the even columns and sin in the odd ones",
-      (SIN, "table[:, 0::2] = torch.cos(angle)"), (COS, "table[:, 1::2] = torch.sin(angle[:, : d_model // 2])")),
+      (SIN, "table[:, 0::2] = torch.cos(angle)"), (COS, "table[:, 1::2] = torch.sin(angle[:, : d_model // 2])"),
+      cause="positional_encoding.sin_cos_swapped"),
     M("pe_cos_overwrites_sin", "positional_encoding", "positional_encoding",
       "cos written to the even columns (0::2) over the sines; the odd columns stay 0",
-      (COS, "table[:, 0::2] = torch.cos(angle[:, : d_model // 2])")),
+      (COS, "table[:, 0::2] = torch.cos(angle[:, : d_model // 2])"), cause="positional_encoding.cos_overwrites_sin"),
     M("pe_exponent_uses_i_not_2i", "positional_encoding", "positional_encoding",
       "frequencies 1/10000^(i/d_model) with i the column pair index instead of 2i",
       ("two_i = torch.arange(0, d_model, 2, dtype=torch.float64)",
-       "two_i = torch.arange(0, (d_model + 1) // 2, dtype=torch.float64)")),
+       "two_i = torch.arange(0, (d_model + 1) // 2, dtype=torch.float64)"),
+      cause="positional_encoding.exponent_uses_i_not_2i"),
     M("pe_not_sliced", "positional_encoding", "positional_encoding",
       "the whole max_len table added, not sliced to the input length (crashes)",
-      ("self.pe[:, : x.size(1)]", "self.pe")),
+      ("self.pe[:, : x.size(1)]", "self.pe"),
+      cause="positional_encoding.not_sliced", crash_at="return self.dropout(x + self.pe)"),
     M("pe_sliced_by_batch", "positional_encoding", "positional_encoding",
       "table sliced with x.size(0) (the batch size; a sequence-first habit) instead of the length",
-      ("self.pe[:, : x.size(1)]", "self.pe[:, : x.size(0)]")),
+      ("self.pe[:, : x.size(1)]", "self.pe[:, : x.size(0)]"), cause="positional_encoding.sliced_by_batch"),
     M("pe_dropout_missing", "positional_encoding", "positional_encoding",
       "no dropout on the sums of embeddings and positional encodings (5.4)",
-      (PE_ADD, "return x + self.pe[:, : x.size(1)]")),
+      (PE_ADD, "return x + self.pe[:, : x.size(1)]"), cause="positional_encoding.dropout_missing"),
     M("pe_dropout_before_adding", "positional_encoding", "positional_encoding",
       "dropout applied to the embeddings before the encoding is added (the encoding is never dropped)",
-      (PE_ADD, "return self.dropout(x) + self.pe[:, : x.size(1)]")),
+      (PE_ADD, "return self.dropout(x) + self.pe[:, : x.size(1)]"), cause="positional_encoding.dropout_before_adding"),
 
     # -- layer normalization: (x - mean) / sqrt(var + eps), biased variance, over the features -----------------
     M("ln_divides_by_variance", "layer_norm", "layer_norm", "divides by the variance, not its square root",
-      ("/ torch.sqrt(variance + self.eps)", "/ (variance + self.eps)")),
+      ("/ torch.sqrt(variance + self.eps)", "/ (variance + self.eps)"), cause="layer_norm.divides_by_variance"),
     M("ln_eps_outside_sqrt", "layer_norm", "layer_norm", "eps added outside the square root: sqrt(var) + eps",
-      ("/ torch.sqrt(variance + self.eps)", "/ (torch.sqrt(variance) + self.eps)")),
+      ("/ torch.sqrt(variance + self.eps)", "/ (torch.sqrt(variance) + self.eps)"),
+      cause="layer_norm.eps_outside_sqrt"),
     M("ln_eps_is_d_model", "layer_norm", "layer_norm", "eps bound to d_model (arguments mixed up)",
-      ("self.eps = eps", "self.eps = d_model")),
+      ("self.eps = eps", "self.eps = d_model"), cause="layer_norm.eps_is_d_model"),
     M("ln_over_batch_axis", "layer_norm", "layer_norm", "mean and variance taken over the batch axis",
       ("mean = x.mean(-1, keepdim=True)", "mean = x.mean(0, keepdim=True)"),
-      ("variance = x.var(-1, keepdim=True, unbiased=False)", "variance = x.var(0, keepdim=True, unbiased=False)")),
+      ("variance = x.var(-1, keepdim=True, unbiased=False)", "variance = x.var(0, keepdim=True, unbiased=False)"),
+      cause="layer_norm.normalizes_over_wrong_axis"),
     M("ln_unbiased_variance", "layer_norm", "layer_norm",
       "unbiased variance (torch.var's default; a named deviation)",
-      ("variance = x.var(-1, keepdim=True, unbiased=False)", "variance = x.var(-1, keepdim=True)"), deviation=True),
+      ("variance = x.var(-1, keepdim=True, unbiased=False)", "variance = x.var(-1, keepdim=True)"), deviation=True,
+      cause="layer_norm.unbiased_variance"),
 
     # -- norm order: LayerNorm(x + Sublayer(x)) (3.1) --------------------------------------------------------
     M("pre_norm", "norm_order", "sublayer_connection", "pre-norm x + Sublayer(LayerNorm(x)) (a named deviation)",
-      (SUBLAYER, "return x + self.dropout(sublayer(self.norm(x)))"), deviation=True),
+      (SUBLAYER, "return x + self.dropout(sublayer(self.norm(x)))"), deviation=True,
+      cause="sublayer_connection.norm_order.pre_norm"),
     M("residual_missing", "norm_order", "sublayer_connection", "no residual connection: LayerNorm(Sublayer(x))",
-      (SUBLAYER, "return self.norm(self.dropout(sublayer(x)))")),
+      (SUBLAYER, "return self.norm(self.dropout(sublayer(x)))"),
+      cause="sublayer_connection.norm_order.residual_missing"),
     M("norm_on_sublayer_output", "norm_order", "sublayer_connection", "x + LayerNorm(Sublayer(x))",
-      (SUBLAYER, "return x + self.norm(self.dropout(sublayer(x)))")),
+      (SUBLAYER, "return x + self.norm(self.dropout(sublayer(x)))"),
+      cause="sublayer_connection.norm_order.norm_on_sublayer_output"),
     M("encoder_layer_ffn_without_residual", "norm_order", "encoder_layer",
       "the encoder layer's feed-forward sub-layer has no residual: LayerNorm(FFN(x))",
-      ("return self.sublayer[1](x, self.feed_forward)", "return self.sublayer[1].norm(self.feed_forward(x))")),
+      ("return self.sublayer[1](x, self.feed_forward)", "return self.sublayer[1].norm(self.feed_forward(x))"),
+      cause="encoder_layer.norm_order.residual_missing"),
     M("decoder_layer_ffn_without_norm", "norm_order", "decoder_layer",
       "the decoder layer's feed-forward sub-layer is x + FFN(x), with no LayerNorm, its attentions post-norm",
-      ("return self.sublayer[2](x, self.feed_forward)", "return x + self.feed_forward(x)")),
+      ("return self.sublayer[2](x, self.feed_forward)", "return x + self.feed_forward(x)"),
+      cause="decoder_layer.norm_order.norm_missing",
+      known_gap=("a constant sub-layer cannot tell x + FFN(x) from pre-norm: the placements come out as mixed_placements")),
     M("encoder_extra_final_norm", "norm_order", "encoder",
       "a final LayerNorm after the post-norm encoder stack (a named deviation)",
       ("        self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)\n",
        "        self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)\n"
        "        self.norm = LayerNorm(d_model)\n"),
       ("            x = layer(x, src_mask)\n        return x\n", "            x = layer(x, src_mask)\n"
-       "        return self.norm(x)\n"), deviation=True),
+       "        return self.norm(x)\n"), deviation=True, cause="encoder.norm_order.extra_final_norm"),
 
     # -- parameters: counts, independent layers, every parameter used ----------------------------------------
     M("clones_repeat_one_layer", "parameters", "encoder",
       "clones() builds one layer and repeats the object (a deep copy forgotten): the N layers share their weights",
-      ("nn.ModuleList([make_layer() for _ in range(n)])", "nn.ModuleList([make_layer()] * n)")),
+      ("nn.ModuleList([make_layer() for _ in range(n)])", "nn.ModuleList([make_layer()] * n)"),
+      cause="encoder.layers_share_weights"),
     M("decoder_layer_list_multiplied", "parameters", "decoder",
       "nn.ModuleList([DecoderLayer(...)] * N): one layer object N times",
       ("self.layers = clones(lambda: DecoderLayer(d_model, h, d_ff, dropout), N)",
-       "self.layers = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout)] * N)")),
+       "self.layers = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout)] * N)"),
+      cause="decoder.layers_share_weights"),
     M("encoder_reuses_first_layer", "parameters", "encoder", "the encoder applies layers[0] N times",
       ("for layer in self.layers:\n            x = layer(x, src_mask)",
-       "for _ in self.layers:\n            x = self.layers[0](x, src_mask)")),
+       "for _ in self.layers:\n            x = self.layers[0](x, src_mask)"), cause="encoder.layers_share_weights"),
     M("decoder_layers_not_chained", "parameters", "decoder",
       "every decoder layer reads the stack's input; only the last one's output is returned",
       ("            x = layer(x, memory, src_mask, tgt_mask)\n        return x\n",
-       "            out = layer(x, memory, src_mask, tgt_mask)\n        return out\n")),
+       "            out = layer(x, memory, src_mask, tgt_mask)\n        return out\n"),
+      cause="decoder.layers_not_chained",
+      known_gap=("only the symptoms are named (no gradient to the first layers, outputs differ from the reference): no "
+                 "check follows what each layer receives (issue 14: stacks)")),
     M("mha_projections_shared_by_heads", "parameters", "multi_head_attention",
       "one d_k x d_k projection for Q, K and V applied to every head's slice, shared by the heads",
       ("self.w_q = nn.Linear(d_model, d_model)\n        self.w_k = nn.Linear(d_model, d_model)\n"
@@ -215,78 +260,98 @@ MUTANTS = [
        "self.w_q = nn.Linear(d_model // h, d_model // h)\n        self.w_k = nn.Linear(d_model // h, d_model // h)\n"
        "        self.w_v = nn.Linear(d_model // h, d_model // h)"),
       ("q, k, v = self.split_heads(self.w_q(query)), self.split_heads(self.w_k(key)), self.split_heads(self.w_v(value))",
-       "q, k, v = self.w_q(self.split_heads(query)), self.w_k(self.split_heads(key)), self.w_v(self.split_heads(value))")),
+       "q, k, v = self.w_q(self.split_heads(query)), self.w_k(self.split_heads(key)), self.w_v(self.split_heads(value))"),
+      cause="multi_head_attention.parameters.count"),
     M("mha_one_projection_for_qkv", "parameters", "multi_head_attention",
       "W^Q used for queries, keys and values; W^K and W^V registered but unused",
       ("self.split_heads(self.w_k(key)), self.split_heads(self.w_v(value))",
-       "self.split_heads(self.w_q(key)), self.split_heads(self.w_q(value))")),
+       "self.split_heads(self.w_q(key)), self.split_heads(self.w_q(value))"),
+      cause="multi_head_attention.parameters.no_gradient"),
     M("mha_output_projection_unused", "parameters", "multi_head_attention",
       "the concatenated heads returned without W^O",
-      ("return self.w_o(concat)", "return concat")),
+      ("return self.w_o(concat)", "return concat"), cause="multi_head_attention.parameters.no_gradient"),
     M("layer_norm_affine_unused", "parameters", "layer_norm", "gain and bias registered but not applied",
-      (LN_OUT, "return (x - mean) / torch.sqrt(variance + self.eps)")),
+      (LN_OUT, "return (x - mean) / torch.sqrt(variance + self.eps)"), cause="layer_norm.gain_and_bias_not_applied"),
     M("decoder_layer_missing_ffn", "parameters", "decoder_layer",
       "the decoder layer returns after cross-attention: no feed-forward sub-layer",
-      ("return self.sublayer[2](x, self.feed_forward)", "return x")),
+      ("return self.sublayer[2](x, self.feed_forward)", "return x"),
+      cause="decoder_layer.norm_order.sublayer_output_unused"),
     M("ffn_inner_dim_d_model", "parameters", "feed_forward", "inner dimension d_model instead of d_ff",
       ("self.w_1 = nn.Linear(d_model, d_ff)\n        self.w_2 = nn.Linear(d_ff, d_model)",
-       "self.w_1 = nn.Linear(d_model, d_model)\n        self.w_2 = nn.Linear(d_model, d_model)")),
+       "self.w_1 = nn.Linear(d_model, d_model)\n        self.w_2 = nn.Linear(d_model, d_model)"),
+      cause="feed_forward.parameters.count"),
     M("model_memory_detached", "parameters", "model",
       "encoder output detached before decoding: no gradient reaches the encoder",
       ("self.decode(self.encode(src, src_mask), src_mask",
-       "self.decode(self.encode(src, src_mask).detach(), src_mask")),
+       "self.decode(self.encode(src, src_mask).detach(), src_mask"), cause="model.parameters.no_gradient"),
     M("attention_weights_detached", "parameters", "multi_head_attention",
       "attention weights detached: no gradient reaches W^Q and W^K",
-      (SOFTMAX, SOFTMAX + ".detach()")),
+      (SOFTMAX, SOFTMAX + ".detach()"), cause="multi_head_attention.parameters.no_gradient"),
     M("pe_learned_parameter", "parameters", "positional_encoding",
       "the sinusoid table registered as a trainable nn.Parameter: learned positional embeddings (Table 3, row E;"
       " a named deviation)",
-      (PE_BUFFER, PE_BUFFER.replace('self.register_buffer("pe", ', "self.pe = nn.Parameter(")), deviation=True),
+      (PE_BUFFER, PE_BUFFER.replace('self.register_buffer("pe", ', "self.pe = nn.Parameter(")), deviation=True,
+      cause="positional_encoding.table_is_trainable"),
 
     # -- shapes: wrong sizes, and crashes --------------------------------------------------------------------
     M("embedding_table_transposed", "shapes", "embedding", "nn.Embedding(d_model, vocab_size)",
-      ("nn.Embedding(vocab_size, d_model)", "nn.Embedding(d_model, vocab_size)")),
+      ("nn.Embedding(vocab_size, d_model)", "nn.Embedding(d_model, vocab_size)"), cause="embedding.table_transposed"),
     M("ffn_w2_dims_swapped", "shapes", "feed_forward", "W_2 = nn.Linear(d_model, d_ff): d_ff and d_model swapped",
-      ("self.w_2 = nn.Linear(d_ff, d_model)", "self.w_2 = nn.Linear(d_model, d_ff)")),
+      ("self.w_2 = nn.Linear(d_ff, d_model)", "self.w_2 = nn.Linear(d_model, d_ff)"),
+      cause="error.shape_mismatch", crash_at=FFN),
     M("mha_concat_view_after_transpose", "shapes", "multi_head_attention",
       "view() on the transposed heads (not contiguous): crashes",
-      (CONCAT, CONCAT.replace(".reshape(", ".view("))),
+      (CONCAT, CONCAT.replace(".reshape(", ".view(")),
+      cause="error.view_of_non_contiguous", crash_at=CONCAT.replace(".reshape(", ".view(")),
     M("cross_attention_over_own_input", "shapes", "decoder_layer",
       "encoder-decoder attention attends over the decoder's own input instead of memory",
-      ("self.src_attn(x, memory, memory, src_mask)", "self.src_attn(x, x, x, src_mask)")),
+      ("self.src_attn(x, memory, memory, src_mask)", "self.src_attn(x, x, x, src_mask)"),
+      cause="decoder_layer.cross_attention_over_own_input",
+      known_gap=("only the crash its shapes cause is reported (error.shape_mismatch), not the wiring (issue 14: "
+                 "information flow)")),
 
     # -- behaviour: what the components compute ---------------------------------------------------------------
     M("embedding_not_scaled", "embeddings", "embedding", "embeddings not multiplied by sqrt(d_model) (3.4)",
-      (EMBED, "return self.lut(tokens)")),
+      (EMBED, "return self.lut(tokens)"), cause="embedding.not_scaled"),
     M("embedding_divided_by_sqrt_d_model", "embeddings", "embedding", "embeddings divided by sqrt(d_model)",
-      (EMBED, "return self.lut(tokens) / math.sqrt(self.d_model)")),
+      (EMBED, "return self.lut(tokens) / math.sqrt(self.d_model)"), cause="embedding.divided_by_sqrt_d_model"),
     M("ffn_missing_relu", "behaviour", "feed_forward", "no ReLU: the FFN is affine",
-      (FFN, "return self.w_2(self.w_1(x))")),
+      (FFN, "return self.w_2(self.w_1(x))"), cause="feed_forward.relu_missing"),
     M("ffn_relu_on_output", "behaviour", "feed_forward", "an extra ReLU on the FFN output",
-      (FFN, "return torch.relu(self.w_2(torch.relu(self.w_1(x))))")),
+      (FFN, "return torch.relu(self.w_2(torch.relu(self.w_1(x))))"), cause="feed_forward.relu_on_output",
+      known_gap=("the outputs differ from the reference and no known variant explains them: disagrees_with_reference "
+                 "(issue 14: locate a disagreement)")),
     M("ffn_gelu", "behaviour", "feed_forward", "GELU instead of ReLU (a named deviation)",
-      (FFN, "return self.w_2(nn.functional.gelu(self.w_1(x)))"), deviation=True),
+      (FFN, "return self.w_2(nn.functional.gelu(self.w_1(x)))"), deviation=True, cause="feed_forward.gelu"),
     M("mha_concat_without_transpose", "behaviour", "multi_head_attention",
       "heads concatenated by reshape without transposing back: positions and heads mixed",
-      (CONCAT, "concat = heads.reshape(query.size(0), -1, self.h * self.d_k)")),
+      (CONCAT, "concat = heads.reshape(query.size(0), -1, self.h * self.d_k)"),
+      cause="multi_head_attention.heads_merged_without_transpose",
+      known_gap=("only the symptoms are named (future visible, outputs differ from the reference), not the merge (issue "
+                 "14: verdict corrections)")),
     M("dropout_active_in_eval", "behaviour", "sublayer_connection",
       "F.dropout(x, p) (training=True by default): dropout still active in eval mode",
-      (SUBLAYER, "return self.norm(x + nn.functional.dropout(sublayer(x), self.dropout.p))")),
+      (SUBLAYER, "return self.norm(x + nn.functional.dropout(sublayer(x), self.dropout.p))"),
+      cause="sublayer_connection.eval_not_deterministic"),
     M("model_target_without_positional_encoding", "behaviour", "model",
       "positional encodings added to the source embeddings only",
       ("self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model), PositionalEncoding(d_model, dropout, max_len))",
-       "self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model))")),
+       "self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model))"), cause="model.target_positions_missing",
+      known_gap=("the outputs differ from the reference and no known variant explains them: disagrees_with_reference "
+                 "(issue 14: positions reach the model)")),
 ]
 
 MUTANTS += [
     # -- construction: arguments passed in the order of the called constructor's signature -----------------
     M("model_encoder_arguments_swapped", "construction", "model", "Encoder(N, d_model, d_ff, h, dropout): h and d_ff "
       "swapped in the model's call", ("self.encoder = Encoder(N, d_model, h, d_ff, dropout)",
-                                      "self.encoder = Encoder(N, d_model, d_ff, h, dropout)")),
+                                      "self.encoder = Encoder(N, d_model, d_ff, h, dropout)"),
+      cause="model.arguments_in_wrong_order"),
     M("encoder_layer_sublayer_arguments_swapped", "construction", "encoder_layer",
       "SublayerConnection(dropout, d_model) in the encoder layer",
       ("self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout) for _ in range(2)])",
-       "self.sublayer = nn.ModuleList([SublayerConnection(dropout, d_model) for _ in range(2)])")),
+       "self.sublayer = nn.ModuleList([SublayerConnection(dropout, d_model) for _ in range(2)])"),
+      cause="encoder_layer.arguments_in_wrong_order"),
 ]
 BY_NAME = {m.name: m for m in MUTANTS}
 if len(BY_NAME) != len(MUTANTS):
@@ -311,6 +376,32 @@ def apply(mutant, source=None):
                               f"(exactly once required) in {REFERENCE.relative_to(ROOT)}")
         source = source.replace(old, new)
     return source
+
+
+def touched_components(mutant):
+    """The roles whose code runs an edit of ``mutant``, read from the reference's own code: the top-level classes
+    and functions that hold an edit, then every one that names them, transitively (an edit of ``clones`` reaches
+    the encoder, the decoder and the model; one of ``attention`` reaches every block built on multi-head
+    attention). A fail or an error on any other role is a false finding."""
+    source, edited = reference_source(), set()
+    for old, new in mutant.edits:
+        line = source[:source.index(old)].count("\n") + 1
+        edited |= {d.name for d in top_level_definitions(source) if d.lineno <= line <= d.end_lineno}
+        source = source.replace(old, new)
+    definitions = top_level_definitions(source)
+    touched, grew = set(edited), True
+    while grew:
+        users = {d.name for d in definitions if names_read(d) & touched}
+        grew, touched = not users <= touched, touched | users
+    return {role for role, obj in ROLE_OBJECTS.items() if obj.__name__ in touched}
+
+
+def top_level_definitions(source):
+    return [n for n in ast.parse(source).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
+
+
+def names_read(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 def header(mutant):

@@ -7,15 +7,19 @@ which are caught, by which component's checks, per property family.
 Each mutant is written to a temporary directory and checked in its own ``python -m pytest conformance`` process
 (all checks, no ``-x``, so every component that flags it is seen), ``--jobs`` of them at a time. A bug is
 *caught* when a check of the mutant's component gives *fail* or *error*; a deviation mutant (pre-norm, GELU, ...)
-is caught when a check of its component gives *deviation* and no check fails or errors. The reference itself is
-run alongside as the baseline (it must have no fail, error or deviation).
+is caught when a check of its component gives *deviation* and no check fails or errors. It is *named* when, on top
+of that, its component reports the cause the mutant declares (``Mutant.cause``, the truth written with it), and
+no component its edits do not touch fails or errors. The reference itself is run alongside as the baseline (it must
+have no fail, error or deviation).
 
-Exit status: 0 when every mutant is caught and the reference is clean, 1 otherwise.
+Exit status: 0 when every mutant is caught, every one without a ``known_gap`` is named, and the reference is
+clean; 1 otherwise.
 """
 import argparse
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,9 +33,9 @@ if str(ROOT) not in sys.path:
 
 from tests import mutants as catalogue  # noqa: E402
 from conformance.verdicts import SEVERITY  # noqa: E402
+from tests.answer_keys import FLAGGED, outcomes  # noqa: E402
 from tests.mutants import FAMILIES, StaleMutant  # noqa: E402
 
-FLAGGED = ("fail", "error")
 
 
 def family_checks(family):
@@ -106,8 +110,10 @@ class Result:
     deviation: bool
     status: str  # caught | missed | other_component | reported_as_failure | no_checks | stale | timeout
     caught: bool
+    named: bool = False  # caught with the declared cause, nothing flagged outside the components it touches
     flagged: list = field(default_factory=list)  # "component/check: verdict" of every non-pass, non-missing check
     cause: str = ""
+    problems: list = field(default_factory=list)  # flagged elsewhere, a crash line not cited
     returncode: int = None
     seconds: float = 0.0
     output: str = ""  # the tail of pytest's output when something is off
@@ -137,6 +143,35 @@ def assess(mutant, report):
     return "missed", False, flagged, checks[0]["cause"] if checks else ""
 
 
+def reports_cause(mutant, report, key=lambda cause: cause):
+    """Does the mutant's component report the mutant's declared cause (as a verdict or behind an error), with the
+    verdict its kind calls for? Causes are compared through ``key``."""
+    wanted = ("deviation",) if mutant.deviation else FLAGGED
+    return any(verdict in wanted and key(cause) == key(mutant.cause)
+               for component, verdict, cause, _ in outcomes(report or {"checks": []})
+               if component == mutant.component)
+
+
+def flagged_elsewhere(mutant, report):
+    """Fails and errors on components none of the mutant's edits touch (``mutants.touched_components``)."""
+    touched = catalogue.touched_components(mutant)
+    return sorted({f"{c['component']}/{c['check']}: {c['verdict']} {c['cause']}" for c in (report or {}).get("checks", [])
+                   if c["verdict"] in FLAGGED and c["component"] not in touched})
+
+
+def crash_not_cited(mutant, report, path):
+    """For a mutant that crashes: the problem when no error of a component it touches cites the line of the
+    mutant's file where it crashes, else None."""
+    line = catalogue.crash_line(mutant)
+    if line is None:
+        return None
+    touched = catalogue.touched_components(mutant)
+    cited = {m for component, verdict, _, message in outcomes(report or {"checks": []}) if verdict == "error"
+             and component in touched for m in re.findall(rf"{re.escape(Path(path).name)}:(\d+)", message)}
+    return None if str(line) in cited else (f"the crash is at line {line} of {Path(path).name} "
+                                            f"({mutant.crash_at!r}); the errors cite lines {sorted(cited) or 'none'}")
+
+
 def run_mutant(mutant, workdir, markers=None, timeout=600, in_process=False, target="conformance", extra=()):
     """Write ``mutant`` under ``workdir``, run the suite on it (``target`` restricted to ``markers`` if given) and
     assess it."""
@@ -154,7 +189,9 @@ def run_mutant(mutant, workdir, markers=None, timeout=600, in_process=False, tar
         return result
     result.returncode, result.seconds = code, time.perf_counter() - start
     result.status, result.caught, result.flagged, result.cause = assess(mutant, report)
-    if not result.caught:
+    result.problems = flagged_elsewhere(mutant, report) + list(filter(None, [crash_not_cited(mutant, report, path)]))
+    result.named = result.caught and reports_cause(mutant, report) and not result.problems
+    if not result.named:
         result.output = output[-4000:]
     return result
 
@@ -195,29 +232,33 @@ def flagged_summary(flagged, component, limit=3):
 def mutant_table(results):
     from tabulate import tabulate
     rows = [[r.name + (" (deviation)" if r.deviation else ""), r.family, r.component, CAUGHT_TEXT[r.status],
+             "yes" if r.named else ("known gap" if catalogue.BY_NAME[r.name].known_gap else "NO"),
              flagged_summary(r.flagged, r.component), r.cause or "-"] for r in results]
-    return tabulate(rows, headers=["mutant", "family", "expected component", "caught?", "flagged by",
+    return tabulate(rows, headers=["mutant", "family", "expected component", "caught?", "named?", "flagged by",
                                    "first cause"], tablefmt="simple")
 
 
 def scores(results):
-    """``{family: (bugs caught, bugs, deviations reported, deviations)}`` plus ``"overall"``."""
+    """``{family: (bugs caught, bugs named, bugs, deviations reported, deviations named, deviations)}`` plus
+    ``"overall"``."""
     table = {}
     for key in [f for f in FAMILIES if any(r.family == f for r in results)] + ["overall"]:
         rs = [r for r in results if key in ("overall", r.family)]
         bugs, devs = [r for r in rs if not r.deviation], [r for r in rs if r.deviation]
-        table[key] = (sum(r.caught for r in bugs), len(bugs), sum(r.caught for r in devs), len(devs))
+        table[key] = (sum(r.caught for r in bugs), sum(r.named for r in bugs), len(bugs),
+                      sum(r.caught for r in devs), sum(r.named for r in devs), len(devs))
     return table
 
 
 def score_table(results):
     from tabulate import tabulate
     rows = []
-    for family, (caught, bugs, named, devs) in scores(results).items():
+    for family, (caught, named, bugs, reported, devs_named, devs) in scores(results).items():
         rows.append([family, f"{caught}/{bugs}", f"{100 * caught / bugs:.0f}%" if bugs else "-",
-                     f"{named}/{devs}" if devs else "-"])
-    return tabulate(rows, headers=["family", "bugs caught", "mutation score", "deviations named"],
-                    tablefmt="simple")
+                     f"{named}/{bugs}", f"{100 * named / bugs:.0f}%" if bugs else "-",
+                     f"{reported}/{devs} ({devs_named} named)" if devs else "-"])
+    return tabulate(rows, headers=["family", "bugs caught", "mutation score", "caught with the right cause",
+                                   "cause score", "deviations reported"], tablefmt="simple")
 
 
 def main(argv=None):
@@ -266,17 +307,24 @@ def main(argv=None):
     if missed:
         print(f"not caught ({len(missed)}): " + ", ".join(f"{r.name} [{r.family}/{r.component}: {r.status}]"
                                                            for r in missed))
+    unnamed = [r for r in results if r.caught and not r.named]
+    if unnamed:
+        print(f"caught without their cause ({len(unnamed)}): " + "; ".join(
+            f"{r.name} [expected {catalogue.BY_NAME[r.name].cause}, first {r.cause}"
+            + (f"; {', '.join(r.problems)}" if r.problems else "") + "]" for r in unnamed))
     print(f"{len(results)} mutants in {time.perf_counter() - start:.0f} s with {args.jobs} job(s)"
           + (f" ({' '.join(extra)})" if extra else ""))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({
             "mutants": [asdict(r) for r in results],
-            "scores": {f: dict(zip(("bugs_caught", "bugs", "deviations_named", "deviations"), s))
+            "scores": {f: dict(zip(("bugs_caught", "bugs_named", "bugs", "deviations_reported", "deviations_named",
+                                    "deviations"), s))
                        for f, s in scores(results).items()},
             "reference": {"exit_code": ref_code, "false_positives": wrong},
         }, indent=2))
-    return 1 if missed or wrong or ref_report is None else 0
+    unexpected = [r for r in unnamed if not catalogue.BY_NAME[r.name].known_gap]
+    return 1 if missed or unexpected or wrong or ref_report is None else 0
 
 
 if __name__ == "__main__":
