@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conformance import grade_reports, grading
-from tests import mutants
+from tests import answer_keys, mutants
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = ROOT.parent / "shared" / "seeds"
@@ -81,10 +81,21 @@ def test_verdicts_and_scores(graded):
 
 
 def test_feedback_names_the_line_of_an_error(graded):
+    """The lines come from the seeds' answer keys (``tests/seed_keys/``), read off the seeds by hand."""
     folder, out, results = graded
     located = [c for r in results.values() for c in r["checks"] if c["verdict"] == "error" and "(at " in c["message"]]
     for check in located:
         assert "/tmp/grade-" not in check["message"]  # the grader's scratch folder never shows
+    cited = 0
+    for seed in sorted(SEEDS.glob("*.txt")):
+        key = answer_keys.read_key(ROOT / "tests" / "seed_keys" / f"{seed.stem}.toml")
+        for finding in key.findings:
+            if finding.kind == "error" and finding.component == "multi_head_attention" and not finding.behind \
+                    and not finding.known_gap:
+                feedback = (out / "feedback" / f"{seed.stem}.md").read_text()
+                assert any(f"{seed.name}:{line}" in feedback for line in finding.line), (finding, feedback[:3000])
+                cited += 1
+    assert cited >= 3
 
 
 def test_pictures(graded):

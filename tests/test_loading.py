@@ -84,6 +84,14 @@ answer = double(21)
 """
 
 
+def json_line(text, code_line):
+    """The line of a notebook's JSON text that holds ``code_line`` (one source line a JSON string, as Jupyter
+    writes them)."""
+    lines = [n for n, line in enumerate(text.splitlines(), 1) if line.strip().startswith(json.dumps(code_line)[:-1])]
+    assert len(lines) == 1, (code_line, lines)
+    return lines[0]
+
+
 def write(tmp_path, name, content):
     path = tmp_path / name
     (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
@@ -179,10 +187,12 @@ def test_exception_keeps_earlier_definitions_and_points_at_the_line(tmp_path):
         nbformat.v4.new_code_cell("def f():\n    return 1 / 0"),
         nbformat.v4.new_code_cell("kept = 1\nf()\nlost = 2"),
     ])
-    result = load_code(write(tmp_path, "nb.txt", nbformat.writes(nb)))
+    text = nbformat.writes(nb)
+    result = load_code(write(tmp_path, "nb.txt", text))
     assert kinds(result) == ["exception"]
     message = result.problems[0].message
-    assert message == "cell 2, line 2, raised in cell 1, line 2: ZeroDivisionError: division by zero"
+    assert message == (f"cell 2, line 2 (file line {json_line(text, 'f()')}), raised in cell 1, line 2 (file line "
+                       f"{json_line(text, '    return 1 / 0')}): ZeroDivisionError: division by zero")
     assert result.module.kept == 1 and not hasattr(result.module, "lost")
 
 
@@ -195,10 +205,11 @@ def test_magics_are_removed_and_recorded(tmp_path, monkeypatch):
         nbformat.v4.new_code_cell("if True:\n    !ls\n    y = 4"),
     ])
     monkeypatch.chdir(tmp_path)
-    result = load_code(write(tmp_path, "nb.txt", nbformat.writes(nb)))
+    text = nbformat.writes(nb)
+    result = load_code(write(tmp_path, "nb.txt", text))
     assert kinds(result) == ["magic"] * 5
-    assert result.problems[0].message == ("cell 1, line 1: IPython magic or shell line removed: %matplotlib inline, "
-                                          "!pip install thing, len?")
+    assert result.problems[0].message == (f"cell 1, line 1 (file line {json_line(text, '%matplotlib inline')}): IPython "
+                                          "magic or shell line removed: %matplotlib inline, !pip install thing, len?")
     assert result.cells[0].source == "pass\npass\nimport math\npass\n"
     assert result.cells[4].source == "if True:\n    pass\n    y = 4"
     assert (result.module.slow, result.module.x, result.module.y) == (1, 2, 4)
@@ -298,7 +309,8 @@ def test_source_location_traceback_getsource_and_pickle(tmp_path):
         nbformat.v4.new_code_cell("class Net(nn.Module):\n    size = 2\n"
                                   "    def forward(self, x):\n        return x[5]"),
     ])
-    result = load_code(write(tmp_path, "nb.txt", nbformat.writes(nb)))
+    text = nbformat.writes(nb)
+    result = load_code(write(tmp_path, "nb.txt", text))
     net = result.module.Net()
     assert "size = 2" in inspect.getsource(result.module.Net)
     assert pickle.loads(pickle.dumps(net)).size == 2
@@ -307,7 +319,8 @@ def test_source_location_traceback_getsource_and_pickle(tmp_path):
     except IndexError as exc:
         frame = traceback.extract_tb(exc.__traceback__)[-1]
     assert frame.line == "return x[5]"
-    assert result.source_location(frame.filename, frame.lineno) == "cell 2, line 4"
+    assert result.source_location(frame.filename, frame.lineno) == \
+        f"cell 2, line 4 (file line {json_line(text, '        return x[5]')})"
     assert result.source_location("elsewhere.py", 4) is None
 
 

@@ -1,0 +1,111 @@
+"""Other people's code held to answer keys written by reading it, not from the checker's output (format:
+``tests/seed_keys/README.md``): the five seed notebooks and posts (``../shared/seeds/``, read in place; keys in
+``tests/seed_keys/``) and the vendored third-party corpus (``tests/third_party/``, keys beside it). Every real mistake
+is reported at its component with its cause and line, nothing else fails or errors, what is right stays clean, and
+every role the code has is found and checked.
+
+Each subject is checked once, in its own process (``python -m conformance report``; a corpus entry from a scratch
+copy), and its tests share the run (one xdist group per subject). A key line the checker gets wrong today carries
+``known_gap``: a strict xfail. The committed seed reports under ``reports/seeds/`` are outputs to read; the last test
+says when they are stale (regenerate them with ``python -m conformance report ../shared/seeds/*.txt --out
+reports/seeds -n 2``)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance.reports import report
+from tests import answer_keys, corpus
+from tests.suite import ROOT
+
+SEED_DIR = ROOT.parent / "shared" / "seeds"
+SEEDS = {path.stem: path for path in sorted(SEED_DIR.glob("*.txt"))}
+KEYS = {subject: answer_keys.read_key(ROOT / "tests" / "seed_keys" / f"{subject}.toml") for subject in SEEDS}
+KEYS.update({name: answer_keys.read_key(corpus.key_path(name)) for name in corpus.HELD_TO_KEY})
+COMMITTED = ROOT / "reports" / "seeds"
+RUNS = {}
+
+
+def subject_report(subject, tmp_path_factory):
+    """The suite's JSON report on a seed or a corpus entry (one run per subject and process)."""
+    if subject not in RUNS:
+        out = tmp_path_factory.mktemp(subject)
+        if subject in SEEDS:
+            path = report(SEEDS[subject], out, timeout=900)
+            assert path is not None, (out / f"{subject}.md").read_text()
+            RUNS[subject] = json.loads(path.read_text())
+        else:
+            RUNS[subject] = corpus.check(subject, out, timeout=900)
+    return RUNS[subject]
+
+
+def cited_file(subject, finding):
+    """The file name a message cites for a finding of ``subject``."""
+    if subject in SEEDS:
+        return SEEDS[subject].name
+    return Path(finding.file or corpus.ENTRIES[subject]["impl"]).name
+
+
+def key_lines(lines_of):
+    """One pytest parameter per key line (``lines_of(key)`` gives ``(label, line, known gap)``), in its seed's
+    xdist group, a strict xfail where the key marks a known gap."""
+    out = []
+    for subject, key in KEYS.items():
+        for i, (label, line, gap) in enumerate(lines_of(key)):
+            marks = [pytest.mark.xdist_group(subject)]
+            if gap:
+                marks.append(pytest.mark.xfail(reason=f"known gap: {gap}", strict=True))
+            out.append(pytest.param(subject, line, marks=marks, id=f"{subject[:12]}-{i}-{label}"))
+    return out
+
+
+SUBJECTS = [pytest.param(subject, marks=pytest.mark.xdist_group(subject), id=subject) for subject in KEYS]
+
+
+@pytest.mark.parametrize("subject, role", key_lines(lambda key: [(r, r, key.role_gaps.get(r)) for r in key.roles]))
+def test_role_is_mapped_as_the_key_says(subject, role, tmp_path_factory):
+    problems = answer_keys.role_problems(role, KEYS[subject].roles[role], subject_report(subject, tmp_path_factory))
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("subject, finding", key_lines(lambda key: [(f.label, f, f.known_gap) for f in key.findings]))
+def test_key_finding_is_reported_with_its_cause(subject, finding, tmp_path_factory):
+    report = subject_report(subject, tmp_path_factory)
+    problems = answer_keys.finding_problems(finding, report, cited_file(subject, finding))
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("subject", SUBJECTS)
+def test_no_role_is_checked_that_the_code_does_not_have(subject, tmp_path_factory):
+    assert answer_keys.unknown_roles(KEYS[subject], subject_report(subject, tmp_path_factory)) == []
+
+
+@pytest.mark.parametrize("subject", SUBJECTS)
+def test_every_fail_and_error_is_in_the_key(subject, tmp_path_factory):
+    problems = answer_keys.unexplained(KEYS[subject], subject_report(subject, tmp_path_factory))
+    assert problems == [], "fail or error outside the key:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("subject, clean", key_lines(lambda key: [(c.label, c, c.known_gap) for c in key.clean]))
+def test_clean_component_is_not_flagged(subject, clean, tmp_path_factory):
+    problems = answer_keys.clean_problems(clean, subject_report(subject, tmp_path_factory))
+    assert problems == [], f"{clean.label} is right ({clean.what}), yet:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("subject, false_finding", key_lines(lambda key: [
+    (f"{component}:{cause}", (component, cause, why), f"the checker's false finding: {why}")
+    for component, cause, why in key.false_findings]))
+def test_known_false_finding_is_gone(subject, false_finding, tmp_path_factory):
+    problems = answer_keys.false_finding_problems(false_finding, subject_report(subject, tmp_path_factory))
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("subject", [p for p in SUBJECTS if p.values[0] in SEEDS])
+def test_committed_seed_report_is_current(subject, tmp_path_factory):
+    """Not an expectation: the committed report is what the checker says now (regenerate it to accept a change)."""
+    def verdicts(data):
+        return {c["nodeid"]: (c["verdict"], c["cause"]) for c in data["checks"]}
+    committed = verdicts(json.loads((COMMITTED / f"{subject}.json").read_text()))
+    now = verdicts(subject_report(subject, tmp_path_factory))
+    changed = {k: (committed.get(k), now.get(k)) for k in committed.keys() | now.keys() if committed.get(k) != now.get(k)}
+    assert changed == {}, "verdicts changed (committed, now):\n" + "\n".join(f"{k}: {v}" for k, v in sorted(changed.items()))
