@@ -631,11 +631,12 @@ def module_builder(binding, bindings, convention):
     return build
 
 
-def candidates(namespace, module_name):
-    """Classes (nn.Module subclasses) and functions defined by the code itself, and static methods of its classes."""
+def candidates(namespace, modules):
+    """Classes (nn.Module subclasses) and functions defined by the code itself (in one of ``modules``, the names of
+    the submission's own modules), and static methods of its classes."""
     found = {}
     for name, obj in list(namespace.items()):
-        if name.startswith("_") or getattr(obj, "__module__", None) != module_name:
+        if name.startswith("_") or getattr(obj, "__module__", None) not in modules:
             continue
         if inspect.isclass(obj) and issubclass(obj, nn.Module):
             found[name] = obj
@@ -724,9 +725,10 @@ class Discovery:
         return sum("does not work under the canonical call" in note for note in self.notes)
 
 
-def discover(namespace, module_name, overrides=None):
+def discover(namespace, module_name, overrides=None, modules=None):
     """Bind every role found in ``namespace`` (a submission's module dict); see the module docstring."""
-    found = candidates(namespace, module_name)
+    modules = modules or {module_name}
+    found = candidates(namespace, modules)
     overrides = overrides or {}
     bindings, roles, notes, taken = {}, {}, [], set()
     masks = overrides.get("masks", {})
@@ -772,7 +774,8 @@ def discover(namespace, module_name, overrides=None):
         if role == "subsequent_mask" and role in bindings and "convention" not in overrides.get("masks", {}):
             inferred = infer_convention(bindings[role].target)
             if inferred and inferred != convention:
-                return discover(namespace, module_name, {**overrides, "masks": {**masks, "convention": inferred}})
+                return discover(namespace, module_name,
+                                {**overrides, "masks": {**masks, "convention": inferred}}, modules)
     for binding in bindings.values():
         for source in binding.constructor.values():
             sub = bindings.get(source[5:]) if source.startswith("role:") else None
@@ -787,7 +790,7 @@ def discover(namespace, module_name, overrides=None):
     found = Discovery(roles, bindings, convention, notes)
     if found.unusable and "head_axis" not in masks:
         with_heads = discover(namespace, module_name, {**overrides, "masks": {
-            **masks, "convention": convention.removesuffix(HEAD_AXIS), "head_axis": True}})
+            **masks, "convention": convention.removesuffix(HEAD_AXIS), "head_axis": True}}, modules)
         if with_heads.unusable < found.unusable:
             return with_heads
     return found

@@ -16,6 +16,7 @@ import itertools
 import json
 import linecache
 import os
+import pkgutil
 import re
 import signal
 import sys
@@ -88,6 +89,29 @@ class LoadedCode:
     problems: list[CellProblem]
     fatal: str | None
     """Why nothing could be loaded at all (binary content, bad JSON, no code), else None."""
+    roots: list[str] = field(default_factory=list)
+    """The folders put on ``sys.path`` for the author's own imports (:func:`project_roots`)."""
+
+    def project_modules(self) -> set[str]:
+        """The names of the modules that are the submission's own: the one loaded, and every module imported
+        from under its folder (a package's submodules, a file's sibling modules), never an installed library."""
+        if self.module is None:
+            return set()
+        own = {self.module.__name__}
+        base = Path(self.path).resolve() if self.kind == "package" else Path(self.path).resolve().parent
+        folders = [base] + [Path(r) for r in self.roots if base.is_relative_to(Path(r))]
+        for name, module in list(sys.modules.items()):
+            filename = getattr(module, "__file__", None)
+            if filename and not _is_library(filename) and any(_is_under(filename, f) for f in folders):
+                own.add(name)
+        return own
+
+    def namespace(self) -> dict:
+        """What discovery reads: the loaded module's names, then those of the submission's other modules."""
+        merged = {}
+        for name in sorted(self.project_modules() - {self.module.__name__}):
+            merged.update({k: v for k, v in vars(sys.modules[name]).items() if k not in merged})
+        return {**merged, **vars(self.module)}
 
     def source_location(self, filename: str, lineno: int) -> str | None:
         """Map a code file name and line (as in tracebacks) to e.g. "cell 3, line 5 (file line 57)"; None when the
@@ -635,8 +659,13 @@ def _continue_class(cls, cell: Cell, filename: str, namespace: dict, out) -> boo
 
 
 def _import_package(result: LoadedCode, cell_timeout: float) -> None:
+    """Import a package directory as its author does, under its own name (its parent is on ``sys.path``, so
+    ``from transformer.Layers import ...`` works), then each of its submodules: their classes are the project's
+    too. A name some other module already holds in ``sys.modules`` is imported under a private name instead."""
     directory = Path(result.path).resolve()
-    name = _module_name(result.path)
+    taken = sys.modules.get(directory.name)
+    own = directory.name.isidentifier() and (taken is None or _is_under(getattr(taken, "__file__", None), directory))
+    name = directory.name if own else _module_name(result.path)
     spec = importlib.util.spec_from_file_location(name, directory / "__init__.py",
                                                   submodule_search_locations=[str(directory)])
     result.module = importlib.util.module_from_spec(spec)
@@ -644,7 +673,47 @@ def _import_package(result: LoadedCode, cell_timeout: float) -> None:
     out = _Tail()
     _execute(result, result.cells[0], lambda: spec.loader.exec_module(result.module),
              time.monotonic() + cell_timeout, cell_timeout, None, out)
+    for info in pkgutil.walk_packages([str(directory)], prefix=f"{name}."):
+        if info.name.rsplit(".", 1)[-1].startswith(("test", "_")) or info.name in sys.modules:
+            continue
+        known = {problem.message for problem in result.problems}
+        _execute(result, result.cells[0], lambda: importlib.import_module(info.name),
+                 time.monotonic() + cell_timeout, cell_timeout, None, out)
+        if len(result.problems) > len(known) and result.problems[-1].message in known:
+            result.problems.pop()  # the package's own import already met this failure
     result.cells[0].output = out.text
+
+
+CHECKER = Path(__file__).resolve().parents[1]
+
+
+def _is_library(filename: str) -> bool:
+    """An installed package's file, or the checker's own."""
+    return any(part in ("site-packages", "dist-packages") for part in Path(filename).parts) or any(
+        _is_under(filename, CHECKER / package) for package in ("adapters", "conformance", "reference"))
+
+
+def _is_under(filename, directory) -> bool:
+    try:
+        return filename is not None and Path(filename).resolve().is_relative_to(Path(directory).resolve())
+    except OSError:
+        return False
+
+
+PROJECT_MARKERS = ("LICENSE", "LICENCE", "LICENSE.txt", "LICENSE.md", "README.md", "README.rst", "README",
+                   "setup.py", "setup.cfg", "pyproject.toml", "requirements.txt", ".git")
+
+
+def project_roots(path: str) -> list[str]:
+    """Where the author's imports start from: the folder holding the file (or the package), and the nearest folder
+    above it that looks like a project's root (a licence, a README, a setup file, a .git), within three levels."""
+    here = Path(path).resolve().parent
+    roots = [here]
+    for folder in [here, *here.parents][:4]:
+        if any((folder / marker).exists() for marker in PROJECT_MARKERS):
+            roots.append(folder)
+            break
+    return list(dict.fromkeys(str(r) for r in roots))
 
 
 def load_code(path: str | os.PathLike, *, cell_timeout: float = 10.0, total_timeout: float = 60.0) -> LoadedCode:
@@ -661,6 +730,10 @@ def load_code(path: str | os.PathLike, *, cell_timeout: float = 10.0, total_time
     except Exception as exc:  # a bug or a pathological input must not take the caller down
         return LoadedCode(path, "unreadable", None, [], [], f"could not read the code: {type(exc).__name__}: {exc}")
     result = LoadedCode(path, kind, None, cells, [], None)
+    result.roots = project_roots(path)
+    for root in reversed(result.roots):  # kept for the run: the checks call code that may import as it goes
+        if root not in sys.path:
+            sys.path.insert(0, root)
     with _sandbox(path):
         if kind == "package":
             _import_package(result, cell_timeout)

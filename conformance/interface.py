@@ -154,7 +154,7 @@ CELL_TIMEOUT_ENV_VAR = "CONFORMANCE_CELL_TIMEOUT"
 def load_from_path(path):
     """Code from a file or a package directory, whatever its form (``adapters.loading``): its own
     ``CONFORMANCE_ROLES`` if it defines them, else the roles that ``adapters.discovery`` finds."""
-    from adapters.discovery import discover, read_overrides, roles_in_uncompiled_cells
+    from adapters.discovery import candidates, discover, read_overrides, roles_in_uncompiled_cells
     from adapters.lint import parsed
     from adapters.loading import cell_file, load_code
     loaded = load_code(path, cell_timeout=float(os.environ.get(CELL_TIMEOUT_ENV_VAR, 10)))
@@ -171,16 +171,21 @@ def load_from_path(path):
                                   for role, builder in roles.items()}))
     directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     overrides = read_overrides(directory)
-    found = discover(vars(loaded.module), loaded.module.__name__, overrides)
+    modules = loaded.project_modules()
+    found = discover(loaded.namespace(), loaded.module.__name__, overrides, modules)
     names = {binding.name: role for role, binding in found.bindings.items()}
     roles, uncompiled = dict(found.roles), []
     for role, (name, problem) in roles_in_uncompiled_cells(loaded.problems, vars(loaded.module), roles).items():
         roles[role] = never_defined(name, problem.message)
         uncompiled.append(f"{role}: {name} is defined in a cell that does not compile ({problem.message})")
+    if not roles:
+        defined = sorted(candidates(loaded.namespace(), modules))
+        notes.append(f"the code defines: {', '.join(defined)}" if defined else
+                     "the code defines no torch.nn.Module class and no function")
     return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled,
                           locate=loaded.position, read=read_code(loaded, trees, names),
                           repair=repairer(path, loaded, trees, lambda new: discover(
-                              new, loaded.module.__name__, overrides).roles))
+                              new, loaded.module.__name__, overrides, modules).roles))
 
 
 def repairer(path, loaded, trees, roles_in):

@@ -331,6 +331,25 @@ def pytest_terminal_summary(terminalreporter, config):
                       f"{first_line(group[0]['behind']['message']) if cause else 'passes once repaired'}")
     for key in unmatched_expectations(config, records):
         tr.write_line(f"WARNING expected-results entry {key!r} matches no finding of this run")
+    if nothing_checked(config, records):
+        tr.write_sep("=", "NOTHING CHECKED", red=True)
+        tr.write_line(nothing_checked_help(config.getoption("impl"), config.stash.get(NOTES, [])))
+
+
+def nothing_checked(config, records):
+    """True when every check ran and found no role to check (a run that checked nothing never passes); grading's
+    two processes judge that from their merged records instead."""
+    return bool(records) and all(r["verdict"] == MISSING for r in records) \
+        and not config.getoption("judged_apart") and config.getoption("serve_judge") is None
+
+
+def nothing_checked_help(spec, notes):
+    """What a user reads when nothing was checked: what was seen, and a conformance.toml to fill in."""
+    template = "\n".join(f'# {role} = "..."' for role in ROLES)
+    return (f"No role of the paper's Transformer was found in {spec}, so nothing was checked: this run fails.\n"
+            + "".join(f"  {n}\n" for n in notes)
+            + "Name the classes and functions that play each role in a conformance.toml beside the code "
+              "(a class or function name, Class.method for a method):\n[roles]\n" + template)
 
 
 def grouped(keyed):
@@ -373,6 +392,8 @@ def pytest_sessionfinish(session):
     records = config.stash.get(RESULTS, [])
     for key in unmatched_expectations(config, records) if records else ():
         warnings.warn(f"expected-results entry {key!r} matches no finding of this run")
+    if nothing_checked(config, records) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     path = config.getoption("report_json")
     if path:  # (also when no check ran here: grading's process beside the code may have left them all to the judge)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -5,11 +5,13 @@ is reported at its component with its cause and line, nothing else fails or erro
 every role the code has is found and checked.
 
 Each subject is checked once, in its own process (``python -m conformance report``; a corpus entry from a scratch
-copy), and its tests share the run (one xdist group per subject). A key line the checker gets wrong today carries
+copy), and its tests share the run (across pytest-xdist's workers too). A key line the checker gets wrong today carries
 ``known_gap``: a strict xfail. The committed seed reports under ``reports/seeds/`` are outputs to read; the last test
 says when they are stale (regenerate them with ``python -m conformance report ../shared/seeds/*.txt --out
 reports/seeds -n 2``)."""
+import fcntl
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -27,15 +29,24 @@ RUNS = {}
 
 
 def subject_report(subject, tmp_path_factory):
-    """The suite's JSON report on a seed or a corpus entry (one run per subject and process)."""
+    """The suite's JSON report on a seed or a corpus entry: one run per subject for the whole session, shared by
+    pytest-xdist's workers through a file in their common temporary folder (made under a lock by the first)."""
     if subject not in RUNS:
-        out = tmp_path_factory.mktemp(subject)
-        if subject in SEEDS:
-            path = report(SEEDS[subject], out, timeout=900)
-            assert path is not None, (out / f"{subject}.md").read_text()
-            RUNS[subject] = json.loads(path.read_text())
-        else:
-            RUNS[subject] = corpus.check(subject, out, timeout=900)
+        base = tmp_path_factory.getbasetemp()
+        shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+        saved = shared / f"answer-key-run-{subject}.json"
+        with open(shared / f"answer-key-run-{subject}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not saved.exists():
+                out = tmp_path_factory.mktemp(subject)
+                if subject in SEEDS:
+                    path = report(SEEDS[subject], out, timeout=900)
+                    assert path is not None, (out / f"{subject}.md").read_text()
+                    data = json.loads(path.read_text())
+                else:
+                    data = corpus.check(subject, out, timeout=900)
+                saved.write_text(json.dumps(data))
+        RUNS[subject] = json.loads(saved.read_text())
     return RUNS[subject]
 
 
@@ -47,19 +58,17 @@ def cited_file(subject, finding):
 
 
 def key_lines(lines_of):
-    """One pytest parameter per key line (``lines_of(key)`` gives ``(label, line, known gap)``), in its seed's
-    xdist group, a strict xfail where the key marks a known gap."""
+    """One pytest parameter per key line (``lines_of(key)`` gives ``(label, line, known gap)``), a strict xfail
+    where the key marks a known gap."""
     out = []
     for subject, key in KEYS.items():
         for i, (label, line, gap) in enumerate(lines_of(key)):
-            marks = [pytest.mark.xdist_group(subject)]
-            if gap:
-                marks.append(pytest.mark.xfail(reason=f"known gap: {gap}", strict=True))
+            marks = [pytest.mark.xfail(reason=f"known gap: {gap}", strict=True)] if gap else []
             out.append(pytest.param(subject, line, marks=marks, id=f"{subject[:12]}-{i}-{label}"))
     return out
 
 
-SUBJECTS = [pytest.param(subject, marks=pytest.mark.xdist_group(subject), id=subject) for subject in KEYS]
+SUBJECTS = list(KEYS)
 
 
 @pytest.mark.parametrize("subject, role", key_lines(lambda key: [(r, r, key.role_gaps.get(r)) for r in key.roles]))
@@ -100,7 +109,7 @@ def test_known_false_finding_is_gone(subject, false_finding, tmp_path_factory):
     assert problems == [], "\n".join(problems)
 
 
-@pytest.mark.parametrize("subject", [p for p in SUBJECTS if p.values[0] in SEEDS])
+@pytest.mark.parametrize("subject", list(SEEDS))
 def test_committed_seed_report_is_current(subject, tmp_path_factory):
     """Not an expectation: the committed report is what the checker says now (regenerate it to accept a change)."""
     def verdicts(data):

@@ -89,3 +89,19 @@ def test_pytest_run_finishes_and_explains(name, tmp_path):
     assert code in (0, 1), output[-3000:]  # tests passed / failed: not an internal error, usage error or crash
     assert says(output, CASES[name][2]) and says("\n".join(data["notes"]), CASES[name][2]), output[-3000:]
     assert_every_component_listed(data, output[-3000:])
+
+
+@pytest.mark.parametrize("content", [None, "import torch\n\n\nclass Helper:\n    pass\n\n\ndef tokenize(text):\n"
+                                           "    return text.split()\n"])
+def test_a_run_that_checks_nothing_fails_and_says_what_it_saw(tmp_path, content):
+    target = tmp_path / "empty"
+    target.mkdir()
+    if content is not None:
+        target = target / "notes.py"
+        target.write_text(content)
+    code, output, report = run_suite(f"--impl={target}", tmp_path=tmp_path)
+    assert {c["verdict"] for c in report["checks"]} == {"missing"}
+    assert code == 1, output
+    assert "NOTHING CHECKED" in output and "[roles]\n# embedding = " in output
+    if content is not None:
+        assert "the code defines: tokenize" in output  # functions it saw (Helper is no torch.nn.Module)
