@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import difflib
 import inspect
+import io
 import re
 import textwrap
 import tomllib
@@ -91,11 +92,13 @@ ARGUMENT_NAMES = {
 
 SUBMODULE_NAMES = {
     "multi_head_attention": ["attn", "attention", "self_attn", "selfattn", "self_attention", "cross_attn", "src_attn",
+                             "multi_headed_attention", "multi_head_attention", "mha_block",
                              "crossattn", "cross_attention", "enc_dec_attn", "mha", "attention_block",
                              "selfattn_block", "crossattn_block", "self_attention_block", "cross_attention_block",
                              "attn_block", "masked_attn", "enc_attn"],
     "feed_forward": ["feed_forward", "ff", "ffn", "feedforward", "feed_forward_block", "ff_block", "feedforward_block",
-                     "pos_ffn", "mlp", "positionwise_feed_forward", "ffn_block"],
+                     "pos_ffn", "mlp", "positionwise_feed_forward", "ffn_block", "pointwise_net",
+                     "positionwise_ffn", "feed_forward_net"],
     "encoder_layer": ["layer", "encoder_layer", "block", "encoder_block"],
     "decoder_layer": ["layer", "decoder_layer", "block", "decoder_block"],
     "encoder": ["encoder", "encoder_seq_block", "enc", "encoder_stack"],
@@ -209,6 +212,8 @@ class Binding:
 
 
 def canonical_value(canonical, cfg, role):
+    if canonical.startswith("value:"):  # a harmless constant, or a probe value (learn_arguments)
+        return ast.literal_eval(canonical[6:])
     values = dataclasses.asdict(cfg)
     if canonical in ("d_k", "d_v"):
         return cfg.d_model // cfg.h
@@ -251,8 +256,86 @@ def constructor_plan(target, role, bindings):
         elif p.default is not p.empty:
             continue
         else:
-            raise LookupError(f"cannot tell what constructor argument {p.name!r} of {getattr(target, '__name__', target)} is")
+            plan[p.name] = None  # learned below, by building
+    sizes = [name for name, source in plan.items() if source in SIZES]
+    unknown = [name for name, source in plan.items() if source is None]
+    if unknown or len({plan[n] for n in sizes}) < len(sizes):  # a name that says nothing, or one size said twice:
+        unknown += sizes                                         # every size is learned by building
+    if unknown:
+        plan.update(learn_arguments(target, role, plan, unknown, bindings))
     return plan
+
+
+SIZES = ("d_model", "d_ff", "vocab_size", "src_vocab", "tgt_vocab", "max_len", "N")
+PROBE_SIZES = (30, 42, 54, 66, 78, 90, 102, 114)
+"""Values no canonical size of :data:`PROBE` takes, each even and a multiple of its head count (a width is split
+into heads, a sinusoid table into pairs): a constructor argument built with one is found by it."""
+
+
+def learn_arguments(target, role, plan, unknown, bindings):
+    """What constructor arguments whose names say nothing mean (``hid_dim``, ``pf_dim``, ``filter_size``,
+    ``d_word_vec``, ``enc_voc_size``, an argument the math does not use such as ``device`` or ``trg_sos_idx``), or
+    whose names say the same size twice (``d_model`` and ``hidden``), learned from what gets built: each is given
+    its own probe value, and the weights that come out say which size it is (the width of a LayerNorm or of a
+    square projection: d_model; a projection between d_model and it: d_ff; the rows of an embedding: a vocabulary
+    or, named for positions, max_len; the length of a list of layers: N). Arguments that shape no weight get a
+    harmless value (``device`` -> "cpu", an index -> 0). Raises LookupError when building fails or says nothing."""
+    name_of = getattr(target, "__name__", target)
+    probes, learned = dict(zip(unknown, PROBE_SIZES)), {}
+    for name in unknown:
+        n = normalize(name)
+        if "device" in n:
+            learned[name] = "value:'cpu'"
+        elif n.endswith(("idx", "index", "id", "token")):
+            learned[name] = "pad_idx"
+        elif "drop" in n:
+            learned[name] = "dropout"
+        elif n.startswith(("log", "use", "return", "output", "verbose", "debug")):  # a switch, not a size
+            learned[name] = "value:False"
+        elif "head" in n and plan.get(name) is None:  # a count of heads shapes no weight: the name is all there is
+            learned[name] = "h"
+    probes = {name: value for name, value in probes.items() if name not in learned}
+    if not probes:
+        return learned
+    trial = Binding(role, name_of, target, {**plan, **learned, **{n: f"value:{v}" for n, v in probes.items()}})
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            module = build_from_plan(trial, PROBE, bindings)
+    except Exception as exc:  # the candidate's own code under probe values
+        raise LookupError(f"cannot tell what constructor arguments {', '.join(probes)} of {name_of} are (built "
+                          f"with probe values: {type(exc).__name__}: {exc})") from None
+    widths = dict(probes.items())
+    d_model = next((n for n, v in widths.items() if any(
+        isinstance(m, nn.LayerNorm) and tuple(m.normalized_shape) == (v,)
+        or isinstance(m, nn.Linear) and m.in_features == m.out_features == v
+        or isinstance(m, nn.Embedding) and m.embedding_dim == v for m in module.modules())), None)
+    if d_model is None:  # Linear(a, b) then Linear(b, a): the width going in and coming out is d_model
+        linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
+        d_model = next((n for n, v in widths.items() for m in linears if m.in_features == v and any(
+            o.in_features == m.out_features and o.out_features == v for o in linears)), None)
+    model_width = widths.get(d_model, PROBE.d_model)
+    for name, value in widths.items():
+        lists = [m for m in module.modules() if isinstance(m, nn.ModuleList) and len(m) == value]
+        rows = [m for m in module.modules() if isinstance(m, nn.Embedding) and m.num_embeddings == value]
+        inner = [m for m in module.modules() if isinstance(m, nn.Linear)
+                 and {m.in_features, m.out_features} == {model_width, value}]
+        n = normalize(name)
+        if name == d_model:
+            learned[name] = "d_model"
+        elif lists:
+            learned[name] = "N"
+        elif rows:
+            learned[name] = ("max_len" if any(w in n for w in ("pos", "len", "max", "seq")) else
+                             "vocab_size" if role != "model" else
+                             "tgt_vocab" if any(w in n for w in ("tgt", "trg", "dec", "out", "target")) else "src_vocab")
+        elif inner:
+            learned[name] = "d_ff"
+        elif plan.get(name) is not None:  # a size its name says, that no weight shows: the name's reading stands
+            learned[name] = plan[name]
+        else:
+            raise LookupError(f"cannot tell what constructor argument {name!r} of {name_of} is (built with "
+                              f"{name}={value}, no weight took that size)")
+    return learned
 
 
 def stack_layer_role(role):
@@ -714,6 +797,8 @@ class Discovery:
     bindings: dict
     convention: str
     notes: list
+    grafts: dict = field(default_factory=dict)
+    """role -> the reference's blocks built into it in place of the submission's own, which do not work"""
 
     def describe(self):
         lines = [b.describe() for b in self.bindings.values()]
@@ -771,11 +856,12 @@ def discover(namespace, module_name, overrides=None, modules=None):
                 taken.add(binding.name)
             except (LookupError, ValueError, TypeError):
                 pass
-        if role == "subsequent_mask" and role in bindings and "convention" not in overrides.get("masks", {}):
-            inferred = infer_convention(bindings[role].target)
-            if inferred and inferred != convention:
-                return discover(namespace, module_name,
-                                {**overrides, "masks": {**masks, "convention": inferred}}, modules)
+    helper = next((r for r in ("subsequent_mask", "padding_mask") if r in bindings), None)
+    if helper and "convention" not in masks:  # the subsequent-mask helper's word first, else the padding helper's
+        inferred = infer_convention(bindings[helper].target, helper)
+        if inferred and inferred != convention:
+            return discover(namespace, module_name, {**overrides, "masks": {**masks, "convention": inferred}}, modules)
+    grafts = {}
     for binding in bindings.values():
         for source in binding.constructor.values():
             sub = bindings.get(source[5:]) if source.startswith("role:") else None
@@ -784,10 +870,12 @@ def discover(namespace, module_name, overrides=None, modules=None):
                                    for n in notes):
                 notes.append(f"{binding.role}: built with the reference's {sub.role} in place of {sub.name}, which "
                              f"does not work ({problem[:120]})")
+                grafts.setdefault(binding.role, []).append(f"the reference's {sub.role} in place of {sub.name}")
         for sub in constructed_by_name(binding, bindings):
             notes.append(f"{binding.role}: built with the reference's {sub.role} standing in for {sub.name}, which "
                          f"{binding.name} builds itself and which does not work")
-    found = Discovery(roles, bindings, convention, notes)
+            grafts.setdefault(binding.role, []).append(f"the reference's {sub.role} standing in for {sub.name}")
+    found = Discovery(roles, bindings, convention, notes, grafts)
     if found.unusable and "head_axis" not in masks:
         with_heads = discover(namespace, module_name, {**overrides, "masks": {
             **masks, "convention": convention.removesuffix(HEAD_AXIS), "head_axis": True}}, modules)
@@ -818,14 +906,36 @@ def roles_in_uncompiled_cells(problems, namespace, bound):
     return found
 
 
-def infer_convention(helper):
-    """The mask convention of the code's own subsequent-mask helper (its output for size 3)."""
+def infer_convention(helper, role="subsequent_mask"):
+    """The mask convention of the code's own mask helper: a subsequent-mask helper's output for size 3, or a
+    padding-mask helper's for tokens whose last one is padding (``[[5, 6, pad]]``, with pad 0 and then 1)."""
+    if role == "padding_mask":
+        for pad in (0, 1):
+            tokens = torch.tensor([[5, 6, pad]])
+            for arguments in ((tokens, pad), (tokens, tokens, pad), (tokens,)):
+                try:
+                    return convention_of_padding(helper(*arguments))
+                except Exception:  # the helper's own code, or another signature; its checks report a failure
+                    continue
+        return None
     for argument in (3, torch.ones(1, 3, dtype=torch.long)):
         try:
             return convention_of_mask(helper(argument))
         except Exception:  # the helper's own code; a failure is reported by its checks
             continue
     return None
+
+
+def convention_of_padding(mask):
+    """The convention of a padding mask made for tokens ``[[5, 6, pad]]``; raises ValueError if unclear."""
+    row = mask.reshape(-1)[-3:]
+    if row.is_floating_point() and torch.isinf(row).any():
+        return "additive"
+    kept = (row != 0).tolist()
+    conventions = {(True, True, False): "keep", (False, False, True): "blocked"}
+    if tuple(kept) not in conventions:
+        raise ValueError(f"a padding mask {kept} of unclear convention")
+    return conventions[tuple(kept)]
 
 
 def read_overrides(directory):

@@ -91,6 +91,8 @@ class LoadedCode:
     """Why nothing could be loaded at all (binary content, bad JSON, no code), else None."""
     roots: list[str] = field(default_factory=list)
     """The folders put on ``sys.path`` for the author's own imports (:func:`project_roots`)."""
+    unbound: dict = field(default_factory=dict)
+    """Name -> the problem of the top-level import that was to bind it and failed (a package not installed)."""
 
     def project_modules(self) -> set[str]:
         """The names of the modules that are the submission's own: the one loaded, and every module imported
@@ -630,6 +632,10 @@ def _run_cells(result: LoadedCode, cell_timeout: float, total_timeout: float) ->
             failed = _failed_import(exc, body, filename)
             if failed is None:
                 break
+            for alias in body[failed].names:  # names the failed import was to bind: reading them is no mistake
+                bound = alias.asname or (alias.name if isinstance(body[failed], ast.ImportFrom)
+                                         else alias.name.split(".")[0])
+                result.unbound[bound] = result.problems[-1].message
             body = body[failed + 1:]
             code = compile(ast.Module(body, []), filename, "exec", dont_inherit=True)
         cell.output = out.text
@@ -704,6 +710,22 @@ PROJECT_MARKERS = ("LICENSE", "LICENCE", "LICENSE.txt", "LICENSE.md", "README.md
                    "setup.py", "setup.cfg", "pyproject.toml", "requirements.txt", ".git")
 
 
+def enclosing_package(path: str, roots: list[str]) -> str | None:
+    """The dotted name of the package a file sits in (its folder and those above it holding an ``__init__.py``),
+    when the folder above that package is on ``sys.path`` (one of ``roots``, put there first): then the file's
+    relative imports (``from .attention import ...``) resolve as when its author imports it. None otherwise."""
+    folder, names = Path(path).resolve().parent, []
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier():
+        names.insert(0, folder.name)
+        folder = folder.parent
+    if not names:
+        return None
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+        roots.append(str(folder))
+    return ".".join(names)
+
+
 def project_roots(path: str) -> list[str]:
     """Where the author's imports start from: the folder holding the file (or the package), and the nearest folder
     above it that looks like a project's root (a licence, a README, a setup file, a .git), within three levels."""
@@ -740,6 +762,7 @@ def load_code(path: str | os.PathLike, *, cell_timeout: float = 10.0, total_time
         else:
             result.module = types.ModuleType(_module_name(path))
             result.module.__file__ = os.path.abspath(path)
+            result.module.__package__ = enclosing_package(path, result.roots)
             sys.modules[result.module.__name__] = result.module
             _run_cells(result, cell_timeout, total_timeout)
     return result

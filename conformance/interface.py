@@ -88,8 +88,11 @@ def call_with_canonical_arguments(builder, cfg):
 class Implementation:
     """An implementation under test: a name and its role builders."""
 
-    def __init__(self, spec, roles, origin=None, notes=(), locate=None, read=None, repair=None):
+    def __init__(self, spec, roles, origin=None, notes=(), locate=None, read=None, repair=None, grafts=None,
+                 unbound=None):
         self.spec = spec
+        self.grafts = dict(grafts or {})  # role -> the reference's blocks built into it in place of broken ones
+        self.unbound = dict(unbound or {})  # name -> the failed import that was to bind it, while loading
         self.read = dict(read or {})  # role -> {cause: [message, ...]} found by reading the code (``read_code``)
         self.roles = dict(roles)
         self.origin = origin or spec
@@ -183,7 +186,8 @@ def load_from_path(path):
         notes.append(f"the code defines: {', '.join(defined)}" if defined else
                      "the code defines no torch.nn.Module class and no function")
     return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled,
-                          locate=loaded.position, read=read_code(loaded, trees, names),
+                          locate=loaded.position, read=read_code(loaded, trees, names), grafts=found.grafts,
+                          unbound=loaded.unbound,
                           repair=repairer(path, loaded, trees, lambda new: discover(
                               new, loaded.module.__name__, overrides, modules).roles))
 
@@ -219,7 +223,8 @@ def read_code(loaded, trees, role_of_name):
     building them (under the model)."""
     from adapters.calls import read_calls
     from adapters.lint import read_classes, read_factories
-    namespace = vars(loaded.module)
+    # the submission's names, its other modules' and those its failed imports were to bind (a package missing here)
+    namespace = {**dict.fromkeys(loaded.unbound), **loaded.namespace()}
     found = {}
     for m in read_calls(trees, namespace, loaded.module.__name__):
         role = role_of_name.get(m.caller, "model")

@@ -178,8 +178,9 @@ def is_checker_code(filename):
     return filename.startswith(CHECKER_DIRS + LIBRARY_DIRS)
 
 
-def classify(excinfo, component, locate=None):
-    """(verdict, cause, message) for an exception raised by a check."""
+def classify(excinfo, component, locate=None, impl=None):
+    """(verdict, cause, message) for an exception raised by a check; ``impl`` (the implementation) tells the
+    crashes that are the checker's own doing (:func:`checker_fault`)."""
     exc = excinfo.value
     if isinstance(exc, Finding):
         if exc.reproduction is None and exc.verdict != MISSING and harness.LATEST_CASE is not None:
@@ -191,9 +192,35 @@ def classify(excinfo, component, locate=None):
         return MISSING, "skipped", str(exc)
     crash = crashes.diagnose(exc, excinfo.tb, is_checker_code, locate)
     message = crash.explanation[:500] + f" (at {crash.where})"
+    fault = checker_fault(impl, component, crash, exc, excinfo.tb)
+    if fault:
+        return MISSING, fault[0], f"{fault[1]}: {message}. {MAP_IT}"
     if "device" in str(exc) and ("Expected all tensors" in str(exc) or "same device" in str(exc)):
         return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
     return ERROR, crash.cause, message
+
+
+REFERENCE_FILE = os.path.join(os.path.dirname(PACKAGE_DIR), "reference", "transformer.py")
+MAP_IT = "The checker cannot tell whether the code is at fault: say what plays each role in a conformance.toml beside it"
+
+
+def checker_fault(impl, component, crash, exc, tb):
+    """``(cause, what the checker did)`` when a crash comes from how the checker loaded or called the code rather
+    than from the code itself, else None: a name the author's import would have bound had a package been installed,
+    or a block of the reference the checker built in place of a broken one of the author's and that the author's
+    code calls otherwise (the crash runs through the reference's code, or is a call not fitting its signature)."""
+    if impl is None:
+        return None
+    missing = getattr(exc, "name", None)
+    if crash.cause == "error.undefined_name" and missing in getattr(impl, "unbound", {}):
+        return "adapter.import_failed", (f"{missing!r} was to come from an import that failed while loading "
+                                         f"({impl.unbound[missing]}): a package missing here, not a mistake")
+    grafts = getattr(impl, "grafts", {}).get(component)
+    if grafts and (crash.cause == "error.call_signature_mismatch"
+                   or any(f.f_code.co_filename == REFERENCE_FILE for f, _ in traceback.walk_tb(tb))):
+        return "adapter.graft_does_not_fit", (f"{component} was built with {'; '.join(grafts)} (which does not work), "
+                                              "and the code calls that block otherwise")
+    return None
 
 
 BEHIND = pytest.StashKey[tuple]()
@@ -227,7 +254,7 @@ def look_behind(item, exc):
         item.stash[BEHIND] = (PASS, "", "", repaired.notes)
     except Exception as again:  # the check's own verdict, or a crash of the repaired code
         verdict, cause, message = classify(pytest.ExceptionInfo.from_exception(again), component_of(item),
-                                           repaired.locate)
+                                           repaired.locate, repaired)
         item.stash[BEHIND] = (verdict, cause, message + read_beside(impl, component_of(item), cause), repaired.notes)
 
 
@@ -262,7 +289,7 @@ def pytest_runtest_makereport(item, call):
     if call.when == "call" or (call.when == "setup" and call.excinfo is not None):
         impl = getattr(item, "funcargs", {}).get("impl")
         verdict, cause, message = (PASS, "", "") if call.excinfo is None else classify(
-            call.excinfo, component_of(item), getattr(impl, "locate", None))
+            call.excinfo, component_of(item), getattr(impl, "locate", None), impl)
         message += read_beside(impl, component_of(item), cause)
         record = dict(component=component_of(item), family=family_of(item), check=check_of(item),
                       verdict=verdict, cause=cause, message=message, nodeid=item.nodeid)

@@ -196,11 +196,11 @@ def serve(impl, fd):
             reply = answer(request)
         except Exception as exc:
             try:
-                locate = chosen(request).locate
+                served = chosen(request)
             except Exception:
-                locate = impl.locate
+                served = impl
             verdict, cause, message = plugin.classify(pytest.ExceptionInfo.from_exception(exc),
-                                                      request.get("role", "model"), locate)
+                                                      request.get("role", "model"), served.locate, served)
             reply = {"raised": [verdict, cause, message]}
         try:
             channel.send(reply)

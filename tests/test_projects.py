@@ -1,0 +1,119 @@
+"""Code as people publish it: a project loaded the way its author runs it (sibling, root and relative imports), its
+constructor arguments learned by building when their names say nothing, and the checker's own failures never
+reported as the author's."""
+import textwrap
+
+from adapters.discovery import PROBE, constructor_plan, learn_arguments
+from adapters.loading import load_code
+from conformance.interface import load_implementation
+from tests.suite import run_suite
+
+FFN = '''
+import torch
+import torch.nn as nn
+
+
+class PositionwiseFeedforwardLayer(nn.Module):
+    def __init__(self, hid_dim, pf_dim, dropout):
+        super().__init__()
+        self.fc_1 = nn.Linear(hid_dim, pf_dim)
+        self.fc_2 = nn.Linear(pf_dim, hid_dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.fc_2(self.dropout(torch.relu(self.fc_1(x))))
+'''
+
+
+def write(folder, files):
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return folder
+
+
+def namespace_of(source):
+    namespace = {}
+    exec(compile(source, "<test>", "exec"), namespace)
+    return namespace
+
+
+def test_arguments_named_otherwise_are_learned_from_the_weights_they_shape():
+    ffn = namespace_of(FFN)["PositionwiseFeedforwardLayer"]
+    assert constructor_plan(ffn, "feed_forward", {}) == {"hid_dim": "d_model", "pf_dim": "d_ff", "dropout": "dropout"}
+
+
+def test_arguments_the_math_does_not_use_get_harmless_values():
+    source = FFN + textwrap.dedent('''
+        class Encoder(nn.Module):
+            def __init__(self, input_dim, hid_dim, n_layers, pf_dim, dropout, device, src_pad_idx, max_length=100):
+                super().__init__()
+                self.device = device
+                self.tok_embedding = nn.Embedding(input_dim, hid_dim)
+                self.layers = nn.ModuleList([PositionwiseFeedforwardLayer(hid_dim, pf_dim, dropout)
+                                             for _ in range(n_layers)])
+        ''')
+    encoder = namespace_of(source)["Encoder"]
+    learned = learn_arguments(encoder, "encoder", {"input_dim": None, "hid_dim": None, "n_layers": None,
+                                                   "pf_dim": None, "dropout": "dropout", "device": None,
+                                                   "src_pad_idx": None}, ["input_dim", "hid_dim", "n_layers",
+                                                                          "pf_dim", "device", "src_pad_idx"], {})
+    assert learned == {"input_dim": "vocab_size", "hid_dim": "d_model", "n_layers": "N", "pf_dim": "d_ff",
+                       "device": "value:'cpu'", "src_pad_idx": "pad_idx"}
+    assert PROBE.N not in (30, 42) and PROBE.d_model not in (30, 42)  # the probe values are told apart
+
+
+def test_input_dim_read_as_a_width_by_its_name_is_learned_as_a_vocabulary():
+    source = FFN + textwrap.dedent('''
+        class Encoder(nn.Module):
+            def __init__(self, input_dim, hid_dim, pf_dim, dropout):
+                super().__init__()
+                self.tok_embedding = nn.Embedding(input_dim, hid_dim)
+                self.ff = PositionwiseFeedforwardLayer(hid_dim, pf_dim, dropout)
+        ''')
+    plan = constructor_plan(namespace_of(source)["Encoder"], "encoder", {})
+    assert plan == {"input_dim": "vocab_size", "hid_dim": "d_model", "pf_dim": "d_ff", "dropout": "dropout"}
+
+
+def test_a_file_of_a_package_is_loaded_with_its_relative_and_root_imports(tmp_path):
+    project = write(tmp_path / "project", {
+        "LICENSE": "MIT",
+        "utils/helpers.py": "def width(d):\n    return d\n",
+        "utils/__init__.py": "",
+        "modules/__init__.py": "",
+        "modules/feed_forward.py": FFN,
+        "modules/model.py": "from .feed_forward import PositionwiseFeedforwardLayer\nfrom utils.helpers import width\n",
+    })
+    loaded = load_code(project / "modules" / "model.py")
+    assert loaded.problems == [], [p.message for p in loaded.problems]
+    assert "modules.feed_forward" in loaded.project_modules()
+    impl = load_implementation(str(project / "modules" / "model.py"))
+    assert "feed_forward" in impl.roles, impl.notes
+
+
+def test_a_name_whose_import_failed_for_lack_of_a_package_is_no_finding(tmp_path):
+    source = FFN + textwrap.dedent('''
+        try:
+            import pandas_is_not_installed_here as pd
+        except ImportError:
+            pass
+        import altair_is_not_installed_either as alt
+
+
+        class Generator(nn.Module):
+            def __init__(self, d_model, vocab_size):
+                super().__init__()
+                self.proj = nn.Linear(d_model, vocab_size)
+
+            def forward(self, x):
+                alt.Chart(x)
+                return torch.log_softmax(self.proj(x), dim=-1)
+        ''')
+    path = write(tmp_path, {"model.py": source}) / "model.py"
+    code, output, report = run_suite(f"--impl={path}", "-m", "generator", tmp_path=tmp_path)
+    generator = [c for c in report["checks"] if c["component"] == "generator" and c["verdict"] != "pass"]
+    assert generator and all(c["verdict"] == "missing" for c in generator), output
+    assert {c["cause"] for c in generator} >= {"adapter.import_failed"}
+    assert "altair_is_not_installed_either" in next(c["message"] for c in generator
+                                                    if c["cause"] == "adapter.import_failed")
