@@ -309,10 +309,11 @@ def learn_arguments(target, role, plan, unknown, bindings):
         isinstance(m, nn.LayerNorm) and tuple(m.normalized_shape) == (v,)
         or isinstance(m, nn.Linear) and m.in_features == m.out_features == v
         or isinstance(m, nn.Embedding) and m.embedding_dim == v for m in module.modules())), None)
-    if d_model is None:  # Linear(a, b) then Linear(b, a): the width going in and coming out is d_model
+    if d_model is None:  # Linear(a, b) then Linear(b, a): the width the first one takes in is d_model
         linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
-        d_model = next((n for n, v in widths.items() for m in linears if m.in_features == v and any(
-            o.in_features == m.out_features and o.out_features == v for o in linears)), None)
+        first = next((m for m in linears if m.in_features in widths.values() and any(
+            o.in_features == m.out_features and o.out_features == m.in_features for o in linears)), None)
+        d_model = next((n for n, v in widths.items() if first is not None and v == first.in_features), None)
     model_width = widths.get(d_model, PROBE.d_model)
     for name, value in widths.items():
         lists = [m for m in module.modules() if isinstance(m, nn.ModuleList) and len(m) == value]
@@ -799,6 +800,8 @@ class Discovery:
     notes: list
     grafts: dict = field(default_factory=dict)
     """role -> the reference's blocks built into it in place of the submission's own, which do not work"""
+    broken: set = field(default_factory=set)
+    """The roles bound although they fail under the canonical call on the probe configuration."""
 
     def describe(self):
         lines = [b.describe() for b in self.bindings.values()]
@@ -875,7 +878,8 @@ def discover(namespace, module_name, overrides=None, modules=None):
             notes.append(f"{binding.role}: built with the reference's {sub.role} standing in for {sub.name}, which "
                          f"{binding.name} builds itself and which does not work")
             grafts.setdefault(binding.role, []).append(f"the reference's {sub.role} standing in for {sub.name}")
-    found = Discovery(roles, bindings, convention, notes, grafts)
+    found = Discovery(roles, bindings, convention, notes, grafts,
+                      {role for role, binding in bindings.items() if not binding.works})
     if found.unusable and "head_axis" not in masks:
         with_heads = discover(namespace, module_name, {**overrides, "masks": {
             **masks, "convention": convention.removesuffix(HEAD_AXIS), "head_axis": True}}, modules)

@@ -89,8 +89,9 @@ class Implementation:
     """An implementation under test: a name and its role builders."""
 
     def __init__(self, spec, roles, origin=None, notes=(), locate=None, read=None, repair=None, grafts=None,
-                 unbound=None):
+                 unbound=None, broken=None):
         self.spec = spec
+        self.broken = broken  # discovered code: the roles failing under the canonical call on its probe configuration
         self.grafts = dict(grafts or {})  # role -> the reference's blocks built into it in place of broken ones
         self.unbound = dict(unbound or {})  # name -> the failed import that was to bind it, while loading
         self.read = dict(read or {})  # role -> {cause: [message, ...]} found by reading the code (``read_code``)
@@ -187,7 +188,7 @@ def load_from_path(path):
                      "the code defines no torch.nn.Module class and no function")
     return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled,
                           locate=loaded.position, read=read_code(loaded, trees, names), grafts=found.grafts,
-                          unbound=loaded.unbound,
+                          unbound=loaded.unbound, broken=found.broken,
                           repair=repairer(path, loaded, trees, lambda new: discover(
                               new, loaded.module.__name__, overrides, modules).roles))
 

@@ -215,6 +215,18 @@ def checker_fault(impl, component, crash, exc, tb):
     if crash.cause == "error.undefined_name" and missing in getattr(impl, "unbound", {}):
         return "adapter.import_failed", (f"{missing!r} was to come from an import that failed while loading "
                                          f"({impl.unbound[missing]}): a package missing here, not a mistake")
+    if "Expected tensor for argument #1 'indices'" in str(exc):
+        return "adapter.takes_token_ids", (f"{component} embeds token ids itself, and the checker's canonical call "
+                                           "gives it vectors")
+    frames = [f for f, _ in traceback.walk_tb(tb) if not is_checker_code(f.f_code.co_filename)]
+    broken = getattr(impl, "broken", None)  # None: the roles were named by the author (CONFORMANCE_ROLES)
+    if broken is not None and component in impl.roles and component not in broken and any(
+            f.f_code.co_name == "__init__" for f in frames):
+        case = harness.LATEST_CASE
+        return "adapter.configuration_not_supported", (
+            f"{component} builds on the configuration discovery tried but not on "
+            f"{case.cfg if case is not None else 'this one'} (a size its code assumes, such as a head count it sets "
+            "itself, does not fit)")
     grafts = getattr(impl, "grafts", {}).get(component)
     if grafts and (crash.cause == "error.call_signature_mismatch"
                    or any(f.f_code.co_filename == REFERENCE_FILE for f, _ in traceback.walk_tb(tb))):

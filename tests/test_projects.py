@@ -117,3 +117,49 @@ def test_a_name_whose_import_failed_for_lack_of_a_package_is_no_finding(tmp_path
     assert {c["cause"] for c in generator} >= {"adapter.import_failed"}
     assert "altair_is_not_installed_either" in next(c["message"] for c in generator
                                                     if c["cause"] == "adapter.import_failed")
+
+
+def test_a_stack_that_embeds_token_ids_itself_is_not_blamed_for_the_vectors_the_checker_gives_it(tmp_path):
+    source = FFN + textwrap.dedent('''
+        class Encoder(nn.Module):
+            def __init__(self, input_dim, hid_dim, n_layers, pf_dim, dropout):
+                super().__init__()
+                self.tok_embedding = nn.Embedding(input_dim, hid_dim)
+                self.layers = nn.ModuleList([PositionwiseFeedforwardLayer(hid_dim, pf_dim, dropout)
+                                             for _ in range(n_layers)])
+
+            def forward(self, src, src_mask):
+                x = self.tok_embedding(src)
+                for layer in self.layers:
+                    x = layer(x)
+                return x
+        ''')
+    path = write(tmp_path, {"model.py": source}) / "model.py"
+    code, output, report = run_suite(f"--impl={path}", "-m", "encoder", tmp_path=tmp_path)
+    encoder = [c for c in report["checks"] if c["component"] == "encoder"]
+    assert not [c for c in encoder if c["verdict"] == "error"], output  # (its count fails: it has no attention)
+    called = [c for c in encoder if c["check"] in ("output_shape", "eval_mode_is_deterministic")]
+    assert called and {c["cause"] for c in called} == {"adapter.takes_token_ids"}, output
+
+
+def test_a_block_that_builds_only_on_some_sizes_says_the_checker_chose_them(tmp_path):
+    source = textwrap.dedent('''
+        import torch.nn as nn
+
+
+        class PositionwiseFeedForward(nn.Module):
+            def __init__(self, d_model, d_ff, dropout):
+                super().__init__()
+                assert d_model % 4 == 0, "this code supports widths divisible by 4 only"
+                self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+                self.dropout = nn.Dropout(dropout)
+
+            def forward(self, x):
+                return self.w_2(self.dropout(self.w_1(x).relu()))
+        ''')
+    path = write(tmp_path, {"ffn.py": source}) / "ffn.py"
+    code, output, report = run_suite(f"--impl={path}", "-m", "feed_forward", tmp_path=tmp_path)
+    ffn = [c for c in report["checks"] if c["component"] == "feed_forward"]
+    assert not [c for c in ffn if c["verdict"] in ("fail", "error")], output
+    assert "adapter.configuration_not_supported" in {c["cause"] for c in ffn}, output
+    assert {c["verdict"] for c in ffn} >= {"pass"}  # the sizes it supports are checked
