@@ -514,7 +514,20 @@ def call_plan(parameters, wanted):
                 plan[i] = "d_k"
             elif remaining and p.default is p.empty:
                 plan[i] = remaining[0]
+            elif p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                plan[i] = harmless_argument(p.name)
     return plan
+
+
+def harmless_argument(name):
+    """What a required call argument the math does not use is given (``device`` -> "cpu"; a dropout module, a
+    decoding cache or state -> None), as a ``value:`` entry of a call plan; None when its name says nothing."""
+    n = normalize(name)
+    if "device" in n:
+        return "value:'cpu'"
+    if any(word in n for word in ("dropout", "cache", "state", "past", "incremental")):
+        return "value:None"
+    return None
 
 
 # -- masks ---------------------------------------------------------------------------------------
@@ -619,8 +632,19 @@ def adapt_arguments(arguments, canonical, args, convention):
     named = dict(zip(canonical, args))
     if "query" in named:
         named["d_k"] = named["query"].size(-1)
-    return {name: to_convention(named[c], convention) if c.endswith("mask") else named[c]
-            for name, c in arguments if c in named}
+    return argument_values(arguments, named, convention)
+
+
+def argument_values(arguments, named, convention):
+    """Keyword arguments from the canonical inputs ``named`` by the call plan ``arguments``: masks in the code's
+    ``convention``, and the harmless constants the plan gives what the math does not use (``value:...``)."""
+    values = {}
+    for name, c in arguments:
+        if c.startswith("value:"):
+            values[name] = ast.literal_eval(c[6:])
+        elif c in named:
+            values[name] = to_convention(named[c], convention) if c.endswith("mask") else named[c]
+    return values
 
 
 class AdaptedModel(Transparent):
@@ -639,19 +663,19 @@ class AdaptedModel(Transparent):
         self.forward_arguments = plan_arguments(inner, CANONICAL_CALLS["model"]) if {"src", "tgt"} <= planned else None
 
     def forward(self, src, tgt, src_mask, tgt_mask):
-        named = {"src": src, "tgt": tgt, "src_mask": to_convention(src_mask, self.convention),
-                 "tgt_mask": to_convention(tgt_mask, self.convention)}
+        named = {"src": src, "tgt": tgt, "src_mask": src_mask, "tgt_mask": tgt_mask}
         if self.forward_arguments is not None:
             try:
-                out = first_tensor(self.inner(**{n: named[c] for n, c in self.forward_arguments}))
+                out = first_tensor(self.inner(**argument_values(self.forward_arguments, named, self.convention)))
             except TypeError:  # a forward that does not fit the canonical call: encode and decode are used
                 self.forward_arguments = None
             else:
                 if isinstance(out, torch.Tensor) and out.dim() == 3 and out.size(-1) == self.d_model:
                     return out
                 self.forward_arguments = None  # log-probabilities or logits: the decoder output comes from decode
-        named["memory"] = first_tensor(self.inner.encode(**{n: named[c] for n, c in self.encode_arguments}))
-        return first_tensor(self.inner.decode(**{n: named[c] for n, c in self.decode_arguments}))
+        named["memory"] = first_tensor(self.inner.encode(**argument_values(self.encode_arguments, named,
+                                                                           self.convention)))
+        return first_tensor(self.inner.decode(**argument_values(self.decode_arguments, named, self.convention)))
 
 
 def plan_arguments(function, wanted):
@@ -687,9 +711,9 @@ def function_role(binding, convention):
     arguments = plan_arguments(target, CANONICAL_CALLS[role])
     if role == "subsequent_mask":
         def subsequent_mask(size):
-            (name, _), = arguments or [("size", "size")]
+            name, _ = next(((n, c) for n, c in arguments if c == "size"), ("size", "size"))
             value = torch.ones(1, size, dtype=torch.long) if normalize(name) in TENSOR_SIZE_NAMES else size
-            return from_convention(target(**{name: value}), convention)
+            return from_convention(target(**argument_values(arguments, {"size": value}, "keep")), convention)
         return subsequent_mask
     if role == "padding_mask":
         def padding_mask(tokens, pad_idx):
@@ -922,9 +946,9 @@ def infer_convention(helper, role="subsequent_mask"):
                 except Exception:  # the helper's own code, or another signature; its checks report a failure
                     continue
         return None
-    for argument in (3, torch.ones(1, 3, dtype=torch.long)):
+    for arguments in ((3,), (torch.ones(1, 3, dtype=torch.long),), (3, "cpu")):  # (size, device) helpers too
         try:
-            return convention_of_mask(helper(argument))
+            return convention_of_mask(helper(*arguments))
         except Exception:  # the helper's own code; a failure is reported by its checks
             continue
     return None

@@ -163,3 +163,31 @@ def test_a_block_that_builds_only_on_some_sizes_says_the_checker_chose_them(tmp_
     assert not [c for c in ffn if c["verdict"] in ("fail", "error")], output
     assert "adapter.configuration_not_supported" in {c["cause"] for c in ffn}, output
     assert {c["verdict"] for c in ffn} >= {"pass"}  # the sizes it supports are checked
+
+
+def test_call_arguments_the_math_does_not_use_get_harmless_values(tmp_path):
+    source = textwrap.dedent('''
+        import math
+        import torch
+
+
+        def attention(query, key, value, mask, dropout):
+            scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+            if mask is not None:
+                scores = scores.masked_fill(mask == 0, -1e9)
+            weights = scores.softmax(-1)
+            if dropout is not None:
+                weights = dropout(weights)
+            return weights @ value, weights
+
+
+        def subsequent_mask(size, device):
+            return torch.tril(torch.ones(1, size, size, device=device)).bool()
+        ''')
+    path = write(tmp_path, {"attention.py": source}) / "attention.py"
+    impl = load_implementation(str(path))
+    assert {"attention", "subsequent_mask"} <= set(impl.roles), impl.notes
+    code, output, report = run_suite(f"--impl={path}", "-m", "attention or subsequent_mask", tmp_path=tmp_path)
+    checked = [c for c in report["checks"] if c["component"] in ("attention", "subsequent_mask")]
+    assert checked and {c["verdict"] for c in checked} <= {"pass", "missing"}, output
+    assert {c["component"] for c in checked if c["verdict"] == "pass"} == {"attention", "subsequent_mask"}
