@@ -776,15 +776,39 @@ def accepts(role, obj):
 
 
 def ranked(role, found, taken):
-    """Candidates for ``role``, best name first; an object already bound to another role is not a candidate."""
+    """Candidates for ``role``, best name first; an object already bound to another role is not a candidate. A
+    function whose name says nothing is still a subsequent-mask helper when it makes one (:func:`makes_causal_mask`),
+    ranked after the names."""
     scored = []
     for name, obj in found.items():
         if name in taken or not accepts(role, obj):
             continue
         score = name_score(name.rsplit(".", 1)[-1], ROLE_NAMES[role])
+        if not score and role == "subsequent_mask" and makes_causal_mask(obj):
+            score = BEHAVIOUR_SCORE
         if score:
             scored.append((score, name, obj))
     return [(score, name, obj) for score, name, obj in sorted(scored, key=lambda t: -t[0])]
+
+
+BEHAVIOUR_SCORE = 0.5
+"""The rank of a candidate found by what it does, not by its name (below every name that counts)."""
+
+
+def makes_causal_mask(function):
+    """True when ``function`` takes a size (and maybe a device) and returns a 3 x 3 mask of the subsequent
+    positions in some convention (``create_mask(seq_len, device)`` -> triu(ones, 1).bool()). Only a function whose
+    code builds a triangle (``triu``/``tril``) is called: the others might train a model."""
+    try:
+        parameters = [p for p in inspect.signature(function).parameters.values() if p.default is p.empty]
+        source = inspect.getsource(function)
+    except (TypeError, ValueError, OSError):
+        return False
+    if not re.search(r"\b(triu|tril)\b", source):
+        return False
+    if not 1 <= len(parameters) <= 2:
+        return False
+    return infer_convention(function) is not None
 
 
 MASK_CALLS = {

@@ -191,3 +191,21 @@ def test_call_arguments_the_math_does_not_use_get_harmless_values(tmp_path):
     checked = [c for c in report["checks"] if c["component"] in ("attention", "subsequent_mask")]
     assert checked and {c["verdict"] for c in checked} <= {"pass", "missing"}, output
     assert {c["component"] for c in checked if c["verdict"] == "pass"} == {"attention", "subsequent_mask"}
+
+
+def test_a_mask_helper_named_otherwise_is_found_by_what_it_makes_and_sets_the_convention(tmp_path):
+    source = textwrap.dedent('''
+        import torch
+
+
+        def create_mask(seq_len, device):
+            """1 where the connection is blocked."""
+            return torch.triu(torch.ones(seq_len, seq_len), diagonal=1).bool().to(device)
+
+
+        def train(epochs):
+            raise AssertionError("discovery must not call this")
+        ''')
+    impl = load_implementation(str(write(tmp_path, {"masks.py": source}) / "masks.py"))
+    assert "subsequent_mask: create_mask" in impl.notes, impl.notes
+    assert any(n.startswith("masks: boolean, True = blocked") for n in impl.notes), impl.notes
