@@ -211,9 +211,15 @@ class Binding:
         return " ".join(parts + self.notes)
 
 
+def constant(source):
+    """The value of a ``value:...`` entry of a constructor or call plan (a harmless constant, or a probe value of
+    :func:`learn_arguments`)."""
+    return ast.literal_eval(source.removeprefix("value:"))
+
+
 def canonical_value(canonical, cfg, role):
-    if canonical.startswith("value:"):  # a harmless constant, or a probe value (learn_arguments)
-        return ast.literal_eval(canonical[6:])
+    if canonical.startswith("value:"):
+        return constant(canonical)
     values = dataclasses.asdict(cfg)
     if canonical in ("d_k", "d_v"):
         return cfg.d_model // cfg.h
@@ -304,18 +310,17 @@ def learn_arguments(target, role, plan, unknown, bindings):
     except Exception as exc:  # the candidate's own code under probe values
         raise LookupError(f"cannot tell what constructor arguments {', '.join(probes)} of {name_of} are (built "
                           f"with probe values: {type(exc).__name__}: {exc})") from None
-    widths = dict(probes.items())
-    d_model = next((n for n, v in widths.items() if any(
+    d_model = next((n for n, v in probes.items() if any(
         isinstance(m, nn.LayerNorm) and tuple(m.normalized_shape) == (v,)
         or isinstance(m, nn.Linear) and m.in_features == m.out_features == v
         or isinstance(m, nn.Embedding) and m.embedding_dim == v for m in module.modules())), None)
     if d_model is None:  # Linear(a, b) then Linear(b, a): the width the first one takes in is d_model
         linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
-        first = next((m for m in linears if m.in_features in widths.values() and any(
+        first = next((m for m in linears if m.in_features in probes.values() and any(
             o.in_features == m.out_features and o.out_features == m.in_features for o in linears)), None)
-        d_model = next((n for n, v in widths.items() if first is not None and v == first.in_features), None)
-    model_width = widths.get(d_model, PROBE.d_model)
-    for name, value in widths.items():
+        d_model = next((n for n, v in probes.items() if first is not None and v == first.in_features), None)
+    model_width = probes.get(d_model, PROBE.d_model)
+    for name, value in probes.items():
         lists = [m for m in module.modules() if isinstance(m, nn.ModuleList) and len(m) == value]
         rows = [m for m in module.modules() if isinstance(m, nn.Embedding) and m.num_embeddings == value]
         inner = [m for m in module.modules() if isinstance(m, nn.Linear)
@@ -641,7 +646,7 @@ def argument_values(arguments, named, convention):
     values = {}
     for name, c in arguments:
         if c.startswith("value:"):
-            values[name] = ast.literal_eval(c[6:])
+            values[name] = constant(c)
         elif c in named:
             values[name] = to_convention(named[c], convention) if c.endswith("mask") else named[c]
     return values

@@ -108,10 +108,11 @@ class LoadedCode:
                 own.add(name)
         return own
 
-    def namespace(self) -> dict:
-        """What discovery reads: the loaded module's names, then those of the submission's other modules."""
+    def namespace(self, modules: set[str]) -> dict:
+        """What discovery reads: the loaded module's names, then those of the submission's other ``modules`` (its
+        :meth:`project_modules`)."""
         merged = {}
-        for name in sorted(self.project_modules() - {self.module.__name__}):
+        for name in sorted(modules - {self.module.__name__}):
             merged.update({k: v for k, v in vars(sys.modules[name]).items() if k not in merged})
         return {**merged, **vars(self.module)}
 

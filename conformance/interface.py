@@ -166,28 +166,30 @@ def load_from_path(path):
     if loaded.fatal or loaded.module is None:
         return Implementation(path, {}, notes=notes + [loaded.fatal or "nothing could be run"])
     trees = list(parsed((cell_file(loaded.path, cell.number), cell.source) for cell in loaded.cells))
+    modules = loaded.project_modules()
+    namespace = loaded.namespace(modules)
     roles = getattr(loaded.module, "CONFORMANCE_ROLES", None)
     if isinstance(roles, dict):
         names = {getattr(builder, "__name__", None): role for role, builder in roles.items()}
         return Implementation(path, roles, origin=path, notes=notes, locate=loaded.position,
-                              read=read_code(loaded, trees, names), repair=repairer(path, loaded, trees, lambda new: {
+                              read=read_code(loaded, trees, names, namespace),
+                              repair=repairer(path, loaded, trees, lambda new: {
                                   role: new.get(getattr(builder, "__name__", None), builder)
                                   for role, builder in roles.items()}))
     directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     overrides = read_overrides(directory)
-    modules = loaded.project_modules()
-    found = discover(loaded.namespace(), loaded.module.__name__, overrides, modules)
+    found = discover(namespace, loaded.module.__name__, overrides, modules)
     names = {binding.name: role for role, binding in found.bindings.items()}
     roles, uncompiled = dict(found.roles), []
     for role, (name, problem) in roles_in_uncompiled_cells(loaded.problems, vars(loaded.module), roles).items():
         roles[role] = never_defined(name, problem.message)
         uncompiled.append(f"{role}: {name} is defined in a cell that does not compile ({problem.message})")
     if not roles:
-        defined = sorted(candidates(loaded.namespace(), modules))
+        defined = sorted(candidates(namespace, modules))
         notes.append(f"the code defines: {', '.join(defined)}" if defined else
                      "the code defines no torch.nn.Module class and no function")
     return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled,
-                          locate=loaded.position, read=read_code(loaded, trees, names), grafts=found.grafts,
+                          locate=loaded.position, read=read_code(loaded, trees, names, namespace), grafts=found.grafts,
                           unbound=loaded.unbound, broken=found.broken,
                           repair=repairer(path, loaded, trees, lambda new: discover(
                               new, loaded.module.__name__, overrides, modules).roles))
@@ -217,15 +219,14 @@ def never_defined(name, problem):
     return undefined
 
 
-def read_code(loaded, trees, role_of_name):
-    """What reading the code (its parsed cells, ``trees``) finds, ``{role: {cause: [message]}}``: calls with arguments
-    in the wrong order (``adapters.calls``; under the role of the class making the call, a top-level factory function
-    counting as the model) and the lints of ``adapters.lint`` on the classes playing a role and on the functions
-    building them (under the model)."""
+def read_code(loaded, trees, role_of_name, namespace):
+    """What reading the code (its parsed cells, ``trees``; ``namespace``, the names of the submission's modules)
+    finds, ``{role: {cause: [message]}}``: calls with arguments in the wrong order (``adapters.calls``; under the
+    role of the class making the call, a top-level factory function counting as the model) and the lints of
+    ``adapters.lint`` on the classes playing a role and on the functions building them (under the model)."""
     from adapters.calls import read_calls
     from adapters.lint import read_classes, read_factories
-    # the submission's names, its other modules' and those its failed imports were to bind (a package missing here)
-    namespace = {**dict.fromkeys(loaded.unbound), **loaded.namespace()}
+    namespace = {**dict.fromkeys(loaded.unbound), **namespace}  # and what its failed imports were to bind
     found = {}
     for m in read_calls(trees, namespace, loaded.module.__name__):
         role = role_of_name.get(m.caller, "model")

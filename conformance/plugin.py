@@ -206,9 +206,11 @@ MAP_IT = "The checker cannot tell whether the code is at fault: say what plays e
 
 def checker_fault(impl, component, crash, exc, tb):
     """``(cause, what the checker did)`` when a crash comes from how the checker loaded or called the code rather
-    than from the code itself, else None: a name the author's import would have bound had a package been installed,
-    or a block of the reference the checker built in place of a broken one of the author's and that the author's
-    code calls otherwise (the crash runs through the reference's code, or is a call not fitting its signature)."""
+    than from the code itself, else None: a name the author's import would have bound had a package been installed;
+    a stack that embeds token ids, given vectors by the canonical call; a block that builds on discovery's probe
+    configuration but crashes in an ``__init__`` on a drawn one; or a block of the reference the checker built in
+    place of a broken one of the author's and that the author's code calls otherwise (the crash runs through the
+    reference's code, or is a call not fitting its signature)."""
     if impl is None:
         return None
     missing = getattr(exc, "name", None)
@@ -229,7 +231,7 @@ def checker_fault(impl, component, crash, exc, tb):
             "itself, does not fit)")
     grafts = getattr(impl, "grafts", {}).get(component)
     if grafts and (crash.cause == "error.call_signature_mismatch"
-                   or any(f.f_code.co_filename == REFERENCE_FILE for f, _ in traceback.walk_tb(tb))):
+                   or any(f.f_code.co_filename == REFERENCE_FILE for f in frames)):
         return "adapter.graft_does_not_fit", (f"{component} was built with {'; '.join(grafts)} (which does not work), "
                                               "and the code calls that block otherwise")
     return None

@@ -19,7 +19,6 @@ import argparse
 import concurrent.futures
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ if str(ROOT) not in sys.path:
 
 from tests import mutants as catalogue  # noqa: E402
 from conformance.verdicts import SEVERITY  # noqa: E402
-from tests.answer_keys import FLAGGED, outcomes  # noqa: E402
+from tests.answer_keys import FLAGGED, cited_lines, outcomes  # noqa: E402
 from tests.mutants import FAMILIES, StaleMutant  # noqa: E402
 
 
@@ -166,10 +165,10 @@ def crash_not_cited(mutant, report, path):
     if line is None:
         return None
     touched = catalogue.touched_components(mutant)
-    cited = {m for component, verdict, _, message in outcomes(report or {"checks": []}) if verdict == "error"
-             and component in touched for m in re.findall(rf"{re.escape(Path(path).name)}:(\d+)", message)}
-    return None if str(line) in cited else (f"the crash is at line {line} of {Path(path).name} "
-                                            f"({mutant.crash_at!r}); the errors cite lines {sorted(cited) or 'none'}")
+    cited = set().union(*(cited_lines(message, Path(path).name) for component, verdict, _, message
+                          in outcomes(report or {"checks": []}) if verdict == "error" and component in touched))
+    return None if line in cited else (f"the crash is at line {line} of {Path(path).name} "
+                                       f"({mutant.crash_at!r}); the errors cite lines {sorted(cited) or 'none'}")
 
 
 def run_mutant(mutant, workdir, markers=None, timeout=600, in_process=False, target="conformance", extra=()):
