@@ -30,8 +30,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from conformance.harness import PAD
-from conformance.interface import FUNCTION_ROLES, Config, Implementation
+from conformance.harness import PAD, Case, run
+from conformance.interface import FUNCTION_ROLES, Config, Implementation, call_with_canonical_arguments
 
 ROLE_NAMES = {
     "embedding": ["embedding", "embeddings", "inputembedding", "inputembeddings", "tokenembedding", "wordembedding",
@@ -417,7 +417,6 @@ def stand_in(broken, cfg, convention):
     """A class taking the broken class's constructor and forward arguments that computes the reference's role: the
     hyperparameters read from the constructor's arguments (by the binding's plan), the inputs from the forward's
     (masks in the code's ``convention``), a tuple returned if the broken forward returns one."""
-    from conformance.interface import call_with_canonical_arguments
     from reference.transformer import CONFORMANCE_ROLES as REFERENCE
     signature = inspect.signature(broken.target)
     parameters = list(inspect.signature(broken.target.forward).parameters.values())[1:]
@@ -471,7 +470,6 @@ def build_sub_block(binding, cfg, bindings, depth, convention="keep"):
     """A sub-block handed to a constructor (``EncoderBlock(features, attention_block, ...)``): the candidate's own,
     or, when the candidate's cannot even be built (its own checks report why), the reference's, so that the
     enclosing block's own code is still checked (the mapping notes say so)."""
-    from conformance.interface import call_with_canonical_arguments
     from reference.transformer import CONFORMANCE_ROLES as REFERENCE
     if not binding.works:
         return call_with_canonical_arguments(REFERENCE[binding.role], cfg)
@@ -825,7 +823,6 @@ MASK_CALLS = {
 
 def behaves(implementation, role):
     """Build the role on a small configuration and make the canonical call; None if it works, else the error."""
-    from conformance.harness import Case, run
     case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
     try:
         if role in MASK_CALLS:  # the harness has no canonical call of the mask helpers: theirs is made here

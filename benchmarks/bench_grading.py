@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conformance import grading  # noqa: E402
+from conformance.grading import runner as grading  # noqa: E402
 from tests import mutants  # noqa: E402
 
 

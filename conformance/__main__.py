@@ -1,6 +1,6 @@
 """``python -m conformance report IMPL... [--out DIR]``: check each implementation in its own process and write
 its JSON and markdown reports under DIR (``reports/`` by default).
-``python -m conformance grade SUBMISSIONS_DIR [--out DIR]``: grade a class (``conformance.grading``)."""
+``python -m conformance grade SUBMISSIONS_DIR [--out DIR]``: grade a class (``conformance.grading.runner``)."""
 import argparse
 import sys
 
@@ -14,8 +14,8 @@ def main(argv=None):
     report_command.add_argument("impls", nargs="+", metavar="IMPL", help="file, notebook, package, module name")
     report_command.add_argument("--out", default="reports", help="output folder (default: reports/)")
     report_command.add_argument("--timeout", type=float, default=600, help="seconds allowed to one implementation")
-    from conformance import grading
-    grading.add_arguments(commands.add_parser("grade", help="grade a folder of submissions (see conformance.grading)"))
+    from conformance.grading import runner as grading
+    grading.add_arguments(commands.add_parser("grade", help="grade a folder of submissions (see conformance.grading.runner)"))
     args, pytest_args = parser.parse_known_args(argv)
     if args.command == "grade":
         return grading.run(args, pytest_args)

@@ -35,12 +35,9 @@ subsequent_mask      (function)                                         ``f(size
 """
 import dataclasses
 import functools
-import importlib
 import inspect
-import os
 from dataclasses import dataclass
 
-from conformance.verdicts import Unusable
 
 ROLES = (
     "embedding", "positional_encoding", "attention", "multi_head_attention", "feed_forward", "layer_norm",
@@ -125,115 +122,3 @@ class Implementation:
     def build(self, role, cfg):
         """Build the module playing ``role`` from canonical hyperparameters."""
         return call_with_canonical_arguments(self.function(role), cfg)
-
-
-def roles_of_module(module, spec):
-    roles = getattr(module, "CONFORMANCE_ROLES", None)
-    if roles is None:
-        raise LookupError(f"{spec}: the module defines no CONFORMANCE_ROLES mapping (see conformance.interface)")
-    return Implementation(spec, roles, origin=getattr(module, "__file__", spec))
-
-
-def load_implementation(spec):
-    """Resolve an ``--impl`` value: ``reference``, ``torch``, a file or package path, an importable module, or
-    ``remote:FD`` (``conformance.remote``)."""
-    if spec == "reference":
-        from reference import transformer
-        return Implementation("reference", transformer.CONFORMANCE_ROLES, origin=transformer.__file__)
-    if spec == "torch":
-        from adapters import torch_nn
-        return Implementation("torch", torch_nn.CONFORMANCE_ROLES, origin="torch.nn")
-    if str(spec).startswith("remote:"):  # roles served by the process beside the submission's code (grading)
-        from conformance.remote import connect
-        return connect(int(str(spec).removeprefix("remote:")))
-    if os.path.exists(spec):
-        return load_from_path(spec)
-    return roles_of_module(importlib.import_module(spec), spec)
-
-
-CELL_TIMEOUT_ENV_VAR = "CONFORMANCE_CELL_TIMEOUT"
-"""Seconds one cell of a notebook or post may run while loading (default 10)."""
-
-
-def load_from_path(path):
-    """Code from a file or a package directory, whatever its form (``adapters.loading``): its own
-    ``CONFORMANCE_ROLES`` if it defines them, else the roles that ``adapters.discovery`` finds."""
-    from adapters.discovery import candidates, discover, read_overrides, roles_in_uncompiled_cells
-    from adapters.lint import parsed
-    from adapters.loading import cell_file, load_code
-    loaded = load_code(path, cell_timeout=float(os.environ.get(CELL_TIMEOUT_ENV_VAR, 10)))
-    notes = [f"loaded as {loaded.kind}: {len(loaded.cells)} code cell(s)"] + [p.message for p in loaded.problems]
-    if loaded.fatal or loaded.module is None:
-        return Implementation(path, {}, notes=notes + [loaded.fatal or "nothing could be run"])
-    trees = list(parsed((cell_file(loaded.path, cell.number), cell.source) for cell in loaded.cells))
-    modules = loaded.project_modules()
-    namespace = loaded.namespace(modules)
-    roles = getattr(loaded.module, "CONFORMANCE_ROLES", None)
-    if isinstance(roles, dict):
-        names = {getattr(builder, "__name__", None): role for role, builder in roles.items()}
-        return Implementation(path, roles, origin=path, notes=notes, locate=loaded.position,
-                              read=read_code(loaded, trees, names, namespace),
-                              repair=repairer(path, loaded, trees, lambda new: {
-                                  role: new.get(getattr(builder, "__name__", None), builder)
-                                  for role, builder in roles.items()}))
-    directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    overrides = read_overrides(directory)
-    found = discover(namespace, loaded.module.__name__, overrides, modules)
-    names = {binding.name: role for role, binding in found.bindings.items()}
-    roles, uncompiled = dict(found.roles), []
-    for role, (name, problem) in roles_in_uncompiled_cells(loaded.problems, vars(loaded.module), roles).items():
-        roles[role] = never_defined(name, problem.message)
-        uncompiled.append(f"{role}: {name} is defined in a cell that does not compile ({problem.message})")
-    if not roles:
-        defined = sorted(candidates(namespace, modules))
-        notes.append(f"the code defines: {', '.join(defined)}" if defined else
-                     "the code defines no torch.nn.Module class and no function")
-    return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled,
-                          locate=loaded.position, read=read_code(loaded, trees, names, namespace), grafts=found.grafts,
-                          unbound=loaded.unbound, broken=found.broken,
-                          repair=repairer(path, loaded, trees, lambda new: discover(
-                              new, loaded.module.__name__, overrides, modules).roles))
-
-
-def repairer(path, loaded, trees, roles_in):
-    """A function making the implementation again from the submission's code with its crashes repaired
-    (``adapters.repairs``; ``roles_in(namespace)`` finds the roles there), or returning None when nothing needs
-    repairing; called only once a check ends in an error, so that loading pays nothing for it."""
-    def repaired():
-        from adapters.repairs import repaired_namespace
-        namespace, repairs = repaired_namespace(trees, vars(loaded.module))
-        if not repairs:
-            return None
-        done = [f"{r.what} (at {loaded.position(*r.where) or r.cls})" for r in repairs]
-        return Implementation(path, roles_in(namespace), origin=path, notes=done, locate=loaded.position)
-    return repaired
-
-
-def never_defined(name, problem):
-    """The stand-in of a role whose code was never defined, its cell rejected by Python: every use of it is an
-    error that says so."""
-    def undefined(*args, **kwargs):
-        raise Unusable("error.cell_does_not_compile", f"{name} defined by code Python accepts",
-                       f"{name} is defined in a cell that does not compile, so it does not exist: {problem}")
-    undefined.__name__ = name
-    return undefined
-
-
-def read_code(loaded, trees, role_of_name, namespace):
-    """What reading the code (its parsed cells, ``trees``; ``namespace``, the names of the submission's modules)
-    finds, ``{role: {cause: [message]}}``: calls with arguments in the wrong order (``adapters.calls``; under the
-    role of the class making the call, a top-level factory function counting as the model) and the lints of
-    ``adapters.lint`` on the classes playing a role and on the functions building them (under the model)."""
-    from adapters.calls import read_calls
-    from adapters.lint import read_classes, read_factories
-    namespace = {**dict.fromkeys(loaded.unbound), **namespace}  # and what its failed imports were to bind
-    found = {}
-    for m in read_calls(trees, namespace, loaded.module.__name__):
-        role = role_of_name.get(m.caller, "model")
-        found.setdefault(role, {}).setdefault("arguments_in_wrong_order", []).append(
-            f"{m.message} (at {loaded.position(m.filename, m.line)} in {m.caller})")
-    classes = {name: namespace[name] for name in role_of_name if name in namespace}
-    for f in read_classes(trees, classes, namespace) + read_factories(trees, classes, namespace):
-        found.setdefault(role_of_name.get(f.cls, "model"), {}).setdefault(f.cause, []).append(
-            f"{f.message} (at {loaded.position(f.filename, f.line)})")
-    return found

@@ -6,7 +6,6 @@ Registered through the ``pytest11`` entry point ``conformance`` (see pyproject.t
 """
 import json
 import os
-import sys
 import tomllib
 import traceback
 import warnings
@@ -16,9 +15,9 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
 
+from adapters.submission import load_implementation
 from conformance import crashes, harness, verdicts
-from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole, load_implementation
-from conformance.remote import RemoteImplementation, is_judged_apart, runs_beside, serve
+from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, Finding, summary_table
 
 FAMILIES = ("shapes", "masks", "embeddings", "positional_encoding", "softmax", "norm_order", "parameters",
@@ -42,7 +41,7 @@ DIGESTS = {}
 def function_digest(function, compute=hypothesis.core.function_digest):
     """hypothesis's digest of a check (the seed of its derandomized examples), remembered: hypothesis reads the
     function's source again for it, twice a check, ~4 ms each, a second or more of every run; grading's worker
-    computes them once for all its forks (``conformance.zygote``). The digest also covers the key hypothesis's
+    computes them once for all its forks (``conformance.grading.zygote``). The digest also covers the key hypothesis's
     pytest plugin sets on the function for each parametrized item (its node id), so the key is part of ours."""
     key = (id(function), getattr(function, "_hypothesis_internal_add_digest", None))
     if key not in DIGESTS:
@@ -63,12 +62,6 @@ def pytest_addoption(parser):
                     help="the contract claimed: 'paper' (post-norm) or 'practice' (pre-norm with final LayerNorm)")
     group.addoption("--expected", metavar="TOML", help="expected-results file: accepted failures and deviations")
     group.addoption("--report-json", metavar="PATH", help="write the verdict of every check as JSON")
-    group.addoption("--judged-apart", choices=("only", "skip"),
-                    help="run only the checks that grading judges apart from the submission's code, or all but "
-                         "those (conformance.remote.JUDGED_APART; the CROSS_CHECKED ones run in both)")
-    group.addoption("--serve-judge", type=int, metavar="FD",
-                    help="before the checks, serve the implementation's roles to a judge on socket FD "
-                         "(conformance.remote.serve)")
 
 
 def pytest_configure(config):
@@ -106,8 +99,6 @@ def brief_failure(excinfo, style=None):
 
 
 def pytest_collection_modifyitems(config, items):
-    apart = config.getoption("judged_apart")
-    kept, left = [], []
     for item in items:
         if getattr(item, "module", None) is not None and item.module.__name__.startswith("conformance."):
             item.repr_failure = brief_failure
@@ -116,15 +107,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, component))
         if family in FAMILIES:
             item.add_marker(getattr(pytest.mark, family))
-        if apart:
-            where = (family, check_of(item), component)
-            (kept if (is_judged_apart if apart == "only" else runs_beside)(*where) else left).append(item)
-    if apart:
-        items[:] = kept
-        config.hook.pytest_deselected(items=left)
 
 
 IMPL = pytest.StashKey[object]()
+"""The implementation under test; a plugin may put one here before the first check (grading's judge does)."""
+PART_OF_A_RUN = pytest.StashKey[bool]()
+"""Set by a plugin that runs only part of the checks in this process (grading's two processes): whether anything
+was checked is then judged from the merged records of both."""
 
 
 def implementation(config):
@@ -138,14 +127,6 @@ def implementation(config):
 def impl(request):
     """The implementation under test (``--impl``)."""
     return implementation(request.config)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session):
-    """``--serve-judge``: the judge's requests are answered before this process runs its own checks."""
-    fd = session.config.getoption("serve_judge")
-    if fd is not None:
-        serve(implementation(session.config), fd)
 
 
 @pytest.fixture(scope="session")
@@ -380,8 +361,7 @@ def pytest_terminal_summary(terminalreporter, config):
 def nothing_checked(config, records):
     """True when every check ran and found no role to check (a run that checked nothing never passes); grading's
     two processes judge that from their merged records instead."""
-    return bool(records) and all(r["verdict"] == MISSING for r in records) \
-        and not config.getoption("judged_apart") and config.getoption("serve_judge") is None
+    return bool(records) and all(r["verdict"] == MISSING for r in records) and not config.stash.get(PART_OF_A_RUN, False)
 
 
 def nothing_checked_help(spec, notes):
@@ -426,8 +406,6 @@ def unmatched_expectations(config, records):
 
 def pytest_sessionfinish(session):
     config = session.config
-    if isinstance(config.stash.get(IMPL, None), RemoteImplementation):
-        config.stash[IMPL].close()
     if hasattr(config, "workerinput"):
         return
     records = config.stash.get(RESULTS, [])

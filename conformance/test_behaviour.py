@@ -4,9 +4,9 @@ import pytest
 import torch
 from hypothesis import given
 
+from adapters.submission import load_implementation
 from conformance import strategies, variants
 from conformance.harness import MODULE_ROLES, Case, assert_close, canonical_inputs, run, tolerance
-from conformance.interface import load_implementation
 from conformance.verdicts import Deviation, Failure, Missing
 from conformance.weights import map_reference_weights, parameter_shapes
 

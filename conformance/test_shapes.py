@@ -1,10 +1,9 @@
 """Shapes (3.1-3.4): every component maps the canonical inputs to outputs of the paper's shapes."""
 import pytest
-import torch
 from hypothesis import given
 
 from conformance import strategies
-from conformance.harness import MODULE_ROLES, Case, canonical_inputs, expected_shape, run
+from conformance.harness import MODULE_ROLES, Case, expected_shape, run
 from conformance.verdicts import Failure
 
 

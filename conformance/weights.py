@@ -14,7 +14,6 @@ import re
 import torch
 import torch.nn as nn
 
-from conformance.remote import RemoteModule
 
 NORM_TYPES = tuple(t for t in (nn.LayerNorm, getattr(nn, "RMSNorm", None)) if t is not None)
 BIAS_NAME = re.compile(r"(bias|beta|shift|offset)|(^|_)b(_?\d*)$")
@@ -116,10 +115,16 @@ def inside(name, prefix):
 
 
 # -- reference weights -----------------------------------------------------------------------------
+def served(module):
+    """Whether ``module`` is a role served from another process (grading's judge, which this module does not
+    import): its parameters live there, and the reference's weights are mapped there too."""
+    return callable(getattr(type(module), "take_reference_weights", None))
+
+
 def parameter_shapes(module, count=6):
     """The shapes of the module's first ``count`` parameters (for a module judged apart, as the submission's side
     reported them when the reference's weights were mapped)."""
-    if isinstance(module, RemoteModule):
+    if served(module):
         return module.parameter_shapes[:count]
     return [tuple(p.shape) for p in module.parameters()][:count]
 
@@ -135,7 +140,7 @@ def map_reference_weights(candidate, reference):
       reference lacks) keep their values.
     * ``None``: no such mapping (nothing is copied).
     """
-    if isinstance(candidate, RemoteModule):  # judged apart: the copy is made on the submission's side
+    if served(candidate):  # judged apart: the copy is made on the submission's side
         return candidate.take_reference_weights(reference)
     cand, ref = list(candidate.named_parameters()), list(reference.named_parameters())
     if [(n, p.shape) for n, p in cand] == [(n, p.shape) for n, p in ref]:

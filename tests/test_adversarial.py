@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import grading
+from conformance.grading import runner as grading
 from tests import mutants
 
 ADVERSARIAL = Path(__file__).with_name("adversarial")

@@ -3,7 +3,6 @@ variants gives every report file with one row each; unchanged submissions are no
 the rubric; the HTML page renders in a real browser."""
 import csv
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import grade_reports, grading
+from conformance.grading import runner as grading
 from tests import answer_keys, mutants
 
 ROOT = Path(__file__).resolve().parents[1]

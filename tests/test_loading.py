@@ -159,7 +159,7 @@ def test_syntax_error_cell_is_skipped_and_later_cells_run(tmp_path):
 
 
 def test_role_defined_in_a_cell_that_does_not_compile_is_an_error_not_missing(tmp_path):
-    from conformance.interface import load_implementation
+    from adapters.submission import load_implementation
     from conformance.verdicts import Unusable
     text = ('In [1]:\nimport torch\n\nIn [2]:\ndef subsequent_mask(size):\n    """doc"""\n  return torch.tril('
             'torch.ones(size, size, dtype=torch.bool))\n\nIn [3]:\ndef unrelated():\n    return 1\n')

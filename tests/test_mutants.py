@@ -14,7 +14,8 @@ import os
 
 import pytest
 
-from conformance.interface import ROLES, load_implementation
+from adapters.submission import load_implementation
+from conformance.interface import ROLES
 from tests import mutants as catalogue
 from tests.mutants import FAMILIES, MUTANTS, Mutant, StaleMutant
 from tests.mutation_score import (ROOT, Result, assess, false_positives, family_checks, reports_cause, run_mutant,

@@ -5,7 +5,7 @@ import textwrap
 
 from adapters.discovery import PROBE, constructor_plan, learn_arguments
 from adapters.loading import load_code
-from conformance.interface import load_implementation
+from adapters.submission import load_implementation
 from tests.suite import run_suite
 
 FFN = '''
@@ -209,3 +209,12 @@ def test_a_mask_helper_named_otherwise_is_found_by_what_it_makes_and_sets_the_co
     impl = load_implementation(str(write(tmp_path, {"masks.py": source}) / "masks.py"))
     assert "subsequent_mask: create_mask" in impl.notes, impl.notes
     assert any(n.startswith("masks: boolean, True = blocked") for n in impl.notes), impl.notes
+
+
+def test_an_importable_module_name_is_discovered_like_its_file(tmp_path, monkeypatch):
+    write(tmp_path, {"theirpkg/__init__.py": "", "theirpkg/layers.py": FFN,
+                     "theirpkg/models.py": "from .layers import PositionwiseFeedforwardLayer\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    impl = load_implementation("theirpkg.models")
+    assert "feed_forward" in impl.roles, impl.notes
+    assert any(n.startswith("feed_forward: PositionwiseFeedforwardLayer") for n in impl.notes), impl.notes

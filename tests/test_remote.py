@@ -9,11 +9,11 @@ import sys
 import pytest
 import torch
 
-from conformance.remote import JUDGED_APART, Opaque, decode, encode
+from conformance.grading.judge import JUDGED_APART, Opaque, decode, encode
 from tests import mutants
 
 SEEDS = mutants.ROOT.parent / "shared" / "seeds"
-PYTEST = [sys.executable, "-m", "pytest", "--pyargs", "conformance", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+PYTEST = [sys.executable, "-m", "pytest", "--pyargs", "conformance", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "conformance.grading.judge",
           "--hypothesis-profile=grade"]
 
 

@@ -1,5 +1,5 @@
 """The grader's worker: a process that imports torch, pytest, hypothesis and the checker once, then forks one child
-per submission, so a submission costs its checks and almost nothing else (``python -m conformance.zygote``).
+per submission, so a submission costs its checks and almost nothing else (``python -m conformance.grading.zygote``).
 
 Protocol: one JSON request per line on stdin, ``{"id", "impl", "work", "report_dir", "judge_dir", "timeout",
 "memory", "output_limit", "nonce", "args"}``; one JSON answer per line on the original stdout when the child and
@@ -10,8 +10,8 @@ judge's verdicts are in its report). The first line it writes is
 
 A child starts its own session (its process group is killed when it ends or runs past its time), gets an address
 space limit (``memory`` bytes beyond what the worker had mapped), a file size limit, stdout and stderr redirected to ``work/output.txt``, ``work`` as its directory,
-HOME and TMPDIR, and ``conformance.integrity`` armed before pytest runs. Beside it, a second child, the *judge*,
-runs the checks judged apart (``conformance.remote``) in ``judge_dir`` against the roles the first one serves over a
+HOME and TMPDIR, and ``conformance.grading.integrity`` armed before pytest runs. Beside it, a second child, the *judge*,
+runs the checks judged apart (``conformance.grading.judge``) in ``judge_dir`` against the roles the first one serves over a
 socket pair: the judge never loads the submission's code.
 """
 import gc
@@ -30,12 +30,12 @@ import torch
 import hypothesis.configuration
 
 import conformance.plugin  # noqa: F401
-from conformance import integrity
+from conformance.grading import integrity
 import adapters.discovery  # noqa: F401
 import adapters.loading  # noqa: F401
 
 PYTEST_BASE = ["--pyargs", "conformance", "-q", "-p", "no:cacheprovider", "-p", "_hypothesis_pytestplugin",
-               "-p", "conformance.plugin", "-p", "conformance.integrity",
+               "-p", "conformance.plugin", "-p", "conformance.grading.judge", "-p", "conformance.grading.integrity",
                "-W", "ignore::pytest.PytestAssertRewriteWarning",
                "-p", "no:unraisableexception"]  # its cleanup collects garbage again and again: seconds a child
 

@@ -1,4 +1,4 @@
-"""The reports of a graded class (``conformance.grading``): summary table (markdown, CSV, JSON), an HTML page with
+"""The reports of a graded class (``conformance.grading.runner``): summary table (markdown, CSV, JSON), an HTML page with
 the table and per-submission details, one feedback page per student, a Gradescope ``results.json`` per
 submission, JUnit XML, and pictures (the submission's positional encoding next to the paper's, the class's
 verdicts) when matplotlib is installed. Every file is written whole (``grading.write_atomic``)."""
@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 from tabulate import tabulate
 
-from conformance.grading import VERDICTS, write_atomic
+from conformance.grading.runner import VERDICTS, write_atomic
 from conformance.interface import ROLES
 
 PAPER = {

@@ -1,11 +1,11 @@
 """Judging apart: the checks that only need to *call* a submission run in a process where its code never ran.
 
-When grading (``conformance.zygote``), two processes check a submission. The one beside its code (it loaded the
+When grading (``conformance.grading.zygote``), two processes check a submission. The one beside its code (it loaded the
 submission) first *serves* its roles (:func:`serve`): build a role, move it, set its mode, call it, map the
 reference's weights onto it. The judge (the ``--impl=remote:FD`` implementation, :func:`connect`) runs the checks
 named in :data:`JUDGED_APART` (``--judged-apart=only``) against those served roles and makes every comparison
 itself; the process beside the code then runs the other checks, those that must look inside the submission
-(``--judged-apart=skip``), watched by ``conformance.integrity``.
+(``--judged-apart=skip``), watched by ``conformance.grading.integrity``.
 
 Whatever comes back from the submission's side is data: one JSON line per answer, tensors as dtype, shape and raw
 bytes that the judge turns into new ``torch.Tensor`` objects itself (:func:`decode`), anything else as a type name
@@ -24,6 +24,9 @@ import pytest
 import torch
 import torch.nn as nn
 
+from adapters.submission import load_implementation
+from conformance import harness, plugin, weights
+from conformance.interface import Config, MissingRole
 from conformance.verdicts import ERROR, FAIL, MISSING, Finding
 
 JUDGED_APART = {
@@ -136,8 +139,6 @@ class Channel:
 # -- beside the code: serving the roles -------------------------------------------------------------------------
 def serve(impl, fd):
     """Answer the judge's requests on socket ``fd`` until it is done (or gone); the submission's code runs here."""
-    from conformance import harness, plugin, weights
-    from conformance.interface import Config, load_implementation
     channel = Channel(socket.socket(fileno=fd))
     built = {}
 
@@ -269,7 +270,6 @@ class RemoteImplementation:
         return role in self.roles
 
     def function(self, role):
-        from conformance.interface import MissingRole
         if role not in self.roles:
             raise MissingRole(f"{self.spec} has no {role!r}")
         return RemoteCallable(self, None, role, not_accepted(self.ask(op="function", role=role)))
@@ -354,3 +354,47 @@ class RemoteModule(nn.Module):
 def connect(fd):
     """The implementation served on socket ``fd`` (``--impl=remote:FD``)."""
     return RemoteImplementation(Channel(socket.socket(fileno=fd)))
+
+
+# -- the pytest plugin of grading's two processes (``-p conformance.grading.judge``) ----------------------------
+def pytest_addoption(parser):
+    group = parser.getgroup("conformance")
+    group.addoption("--judged-apart", choices=("only", "skip"),
+                    help="run only the checks that grading judges apart from the submission's code, or all but "
+                         "those (JUDGED_APART; the CROSS_CHECKED ones run in both)")
+    group.addoption("--serve-judge", type=int, metavar="FD",
+                    help="before the checks, serve the implementation's roles to a judge on socket FD (serve)")
+
+
+def pytest_configure(config):
+    spec = str(config.getoption("impl"))
+    if spec.startswith("remote:"):  # roles served by the process beside the submission's code
+        config.stash[plugin.IMPL] = connect(int(spec.removeprefix("remote:")))
+    if config.getoption("judged_apart") or config.getoption("serve_judge") is not None:
+        config.stash[plugin.PART_OF_A_RUN] = True
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    apart = config.getoption("judged_apart")
+    if not apart:
+        return
+    kept, left = [], []
+    for item in items:
+        where = (plugin.family_of(item), plugin.check_of(item), plugin.component_of(item))
+        (kept if (is_judged_apart if apart == "only" else runs_beside)(*where) else left).append(item)
+    items[:] = kept
+    config.hook.pytest_deselected(items=left)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    """``--serve-judge``: the judge's requests are answered before this process runs its own checks."""
+    fd = session.config.getoption("serve_judge")
+    if fd is not None:
+        serve(plugin.implementation(session.config), fd)
+
+
+def pytest_sessionfinish(session):
+    if isinstance(session.config.stash.get(plugin.IMPL, None), RemoteImplementation):
+        session.config.stash[plugin.IMPL].close()

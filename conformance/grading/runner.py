@@ -2,12 +2,12 @@
 
 Every entry of SUBMISSIONS_DIR (a file: .py, notebook, text export, markdown; or a folder: a small package) is
 checked in its own process, forked from a worker that has already imported torch and the checker
-(``conformance.zygote``), with a wall-clock limit, an address-space limit and an output limit, in a fresh folder
+(``conformance.grading.zygote``), with a wall-clock limit, an address-space limit and an output limit, in a fresh folder
 of its own that is nowhere near the output folder, beside a judge that never loads its code and runs the checks
-that only call it (``conformance.remote``). The verdicts come from the reports that the two write; the grader
+that only call it (``conformance.grading.judge``). The verdicts come from the reports that the two write; the grader
 never imports student code and judges them from outside (the judge's verdicts win, and the cross-checked ones
 must agree): it must come with the integrity record of
-``conformance.integrity`` (nonce, no patching, no refused operations), list every collected check and agree with
+``conformance.grading.integrity`` (nonce, no patching, no refused operations), list every collected check and agree with
 the exit status. Whatever goes wrong becomes the submission's row; every file under OUT_DIR is written whole
 (temporary file, then ``os.replace``). Unchanged submissions are not checked again (``--force`` does).
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from conformance.verdicts import summary_table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RUBRIC = Path(__file__).with_name("rubric.toml")
 VERDICTS = ("pass", "deviation", "missing", "fail", "error")
 OUTPUT_TAIL = 4000
@@ -41,7 +41,7 @@ def checker_version():
     """A hash of the checker's own code: a cached grade is reused only when it is unchanged."""
     digest = hashlib.sha256()
     for folder in ("conformance", "adapters", "reference"):
-        for path in sorted((ROOT / folder).glob("*.py")):
+        for path in sorted((ROOT / folder).rglob("*.py")):
             digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -78,12 +78,12 @@ def write_atomic(path, text):
 
 # -- the worker -----------------------------------------------------------------------------------------------
 class Worker:
-    """The forking worker process (``conformance.zygote``) and the answers it sends back."""
+    """The forking worker process (``conformance.grading.zygote``) and the answers it sends back."""
 
     def __init__(self, pytest_args=()):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CONFORMANCE", "PYTEST", "HYPOTHESIS"))}
         self.home = tempfile.mkdtemp(prefix="grader-worker-")
-        self.process = subprocess.Popen([sys.executable, "-m", "conformance.zygote", *pytest_args], cwd=self.home,
+        self.process = subprocess.Popen([sys.executable, "-m", "conformance.grading.zygote", *pytest_args], cwd=self.home,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
                                         start_new_session=True)
         ready = json.loads(self.process.stdout.readline() or "{}")
@@ -341,7 +341,7 @@ draw sizes that tell the common mistakes apart, so the class's throughput is bou
 def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_limit=64 << 20, force=False,
           rubric=None, pytest_args=(), progress=True):
     """Grade every submission of ``folder`` and write the reports under ``out``; returns the results by name."""
-    from conformance import grade_reports
+    from conformance.grading import reports as grade_reports
     folder = Path(folder)
     out = Path(out or Path("reports") / folder.resolve().name)
     out.mkdir(parents=True, exist_ok=True)
@@ -408,7 +408,7 @@ def add_arguments(parser):
     parser.add_argument("--memory", type=size, default="2G",
                         help="memory a submission may take beyond the checker's own (default 2G)")
     parser.add_argument("--output-limit", type=size, default="64M", help="what a submission may print (default 64M)")
-    parser.add_argument("--rubric", help="rubric TOML (default: conformance/rubric.toml)")
+    parser.add_argument("--rubric", help="rubric TOML (default: conformance/grading/rubric.toml)")
     parser.add_argument("--force", action="store_true", help="check unchanged submissions again")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 

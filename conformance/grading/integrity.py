@@ -1,8 +1,8 @@
-"""Guard rails for grading: a pytest plugin (``-p conformance.integrity``) loaded into the process that runs the
-checks on a submission, armed by the grader's worker (``conformance.zygote``) before any student code is loaded.
+"""Guard rails for grading: a pytest plugin (``-p conformance.grading.integrity``) loaded into the process that runs the
+checks on a submission, armed by the grader's worker (``conformance.grading.zygote``) before any student code is loaded.
 
 Student code runs in the same process as the checks that must look inside it (those that only call it are judged
-apart, ``conformance.remote``), so this plugin watches for what would let it change their verdicts, and records (in ``integrity.json`` beside the report, read by the grader) what it saw:
+apart, ``conformance.grading.judge``), so this plugin watches for what would let it change their verdicts, and records (in ``integrity.json`` beside the report, read by the grader) what it saw:
 
 - *patched*: a comparison (``torch.allclose``, ``torch.testing.assert_close``, ``numpy.allclose``, ...), a pytest,
   pluggy or hypothesis internal, or a checker function replaced; found by comparing every callable of those modules,
@@ -38,11 +38,12 @@ ARMED = None
 """Set by the worker before the run: ``{"work": dir, "report_dir": dir, "nonce": str, "private": [path prefix]}``
 (private: the grader's output folder and the other submissions' scratch folders, neither read nor written)."""
 
-REFERENCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference") + os.sep
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REFERENCE_DIR = os.path.join(PROJECT_DIR, "reference") + os.sep
 CHECKER_FILES = tuple(os.path.join(os.path.dirname(REFERENCE_DIR[:-1]), d) + os.sep
                       for d in ("conformance", "adapters", "reference", "tests", "benchmarks"))
 LIBRARY_DIRS = tuple({os.path.dirname(os.path.dirname(m.__file__)) for m in (pytest, os, torch, numpy)}) + (
-    os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(REFERENCE_DIR[:-1]) + os.sep + "adapters")
+    os.path.join(PROJECT_DIR, "conformance") + os.sep, os.path.join(PROJECT_DIR, "adapters"))
 PROTECTED_PREFIXES = ("torch.testing", "numpy.testing", "numpy.core.numeric", "numpy._core.numeric", "_pytest",
                       "pytest", "pluggy", "hypothesis", "conformance", "adapters", "reference")
 PROTECTED_EXACT = ("torch", "torch.functional", "torch.nn.functional", "numpy", "math", "builtins", "sys", "os",
@@ -85,7 +86,7 @@ def protected_modules():
     for name, module in list(sys.modules.items()):
         if module is None or not isinstance(name, str):
             continue
-        if name in PROTECTED_EXACT or name.startswith(PROTECTED_PREFIXES) and name != "conformance.integrity":
+        if name in PROTECTED_EXACT or name.startswith(PROTECTED_PREFIXES) and name != "conformance.grading.integrity":
             yield name, module
 
 
