@@ -201,6 +201,14 @@ class Binding:
     notes: list = field(default_factory=list)
     works: bool = True
     """False when bound although it fails under the canonical call (the best candidate there was)."""
+    takes_token_ids: bool = False
+    """A stack or layer that embeds token ids itself: its canonical call (vectors) fails, yet the blocks that build
+    it call it with tokens, so they are built with it and not with a stand-in."""
+
+    @property
+    def composes(self):
+        """Whether the blocks that build this one are built with it (else with the reference's in its place)."""
+        return self.works or self.takes_token_ids
 
     def describe(self):
         parts = [f"{self.role}: {self.name}"]
@@ -239,7 +247,7 @@ def constructor_plan(target, role, bindings):
         parameters = list(inspect.signature(target).parameters.values())
     except (TypeError, ValueError):
         return {}
-    plan = {}
+    plan, counts, optional = {}, [], []
     for p in parameters:
         if p.kind is p.VAR_POSITIONAL:
             continue
@@ -247,10 +255,20 @@ def constructor_plan(target, role, bindings):
             inner = bindings.get({"encoder": "encoder_layer", "decoder": "decoder_layer"}.get(role, ""), None)
             plan["**"] = f"kwargs of {inner.name}" if inner else "nothing"
             continue
+        fields = config_fields(target, p)
+        if fields is not None:  # a configuration object: its fields are planned like arguments
+            plan[p.name] = "config"
+            for field_name, default in fields.items():
+                source = config_field_source(field_name, default, role)
+                if source is None and type(default) is int:
+                    optional.append(f"{p.name}.{field_name}")
+                if source is not None or type(default) is int:
+                    plan[f"{p.name}.{field_name}"] = source
+            continue
         canonical = argument_role(p.name)
         sub = submodule_role(p, bindings, role) if canonical is None else None
-        if canonical == "N" and role not in ("encoder", "decoder", "model"):
-            canonical = None
+        if canonical == "N" and role not in ("encoder", "decoder", "model") or canonical in UNUSED_SIZES.get(role, ()):
+            canonical = None  # a size the role does not take (``d_hid`` of a positional encoding): learned
         if canonical == "vocab_size" and role == "model":
             canonical = "src_vocab"
         if canonical:
@@ -260,6 +278,8 @@ def constructor_plan(target, role, bindings):
         elif sub and sub in bindings and sub != role:
             plan[p.name] = f"role:{sub}"
         elif p.default is not p.empty:
+            if role in ("encoder", "decoder", "model") and type(p.default) is int:
+                counts.append(p.name)
             continue
         else:
             plan[p.name] = None  # learned below, by building
@@ -268,17 +288,86 @@ def constructor_plan(target, role, bindings):
     if unknown or len({plan[n] for n in sizes}) < len(sizes):  # a name that says nothing, or one size said twice:
         unknown += sizes                                         # every size is learned by building
     if unknown:
-        plan.update(learn_arguments(target, role, plan, unknown, bindings))
+        plan.update(learn_arguments(target, role, plan, unknown, bindings, optional))
+    plan = {name: source for name, source in plan.items() if source is not None}  # unlearned fields: defaults
+    plan.update(tied_to_the_width(parameters, plan))
+    plan.update(layer_counts(target, role, plan, counts, bindings))
     return plan
 
 
+def layer_counts(target, role, plan, names, bindings):
+    """The defaulted arguments of a stack or model, named otherwise (``n_e=6, n_d=6``), that set how many layers it
+    builds: each built with its own probe value, those that come out as the length of a list of layers mean N."""
+    probes = dict(zip(names, PROBE_SIZES))
+    trial = Binding(role, getattr(target, "__name__", target), target,
+                    {**plan, **{n: f"value:{v}" for n, v in probes.items()}})
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            module = build_from_plan(trial, PROBE, bindings)
+    except Exception:  # the candidate's own code under probe values: its defaults stand
+        return {}
+    lengths = {len(m) for m in module.modules() if isinstance(m, (nn.ModuleList, nn.Sequential))}
+    return {name: "N" for name, value in probes.items() if value in lengths}
+
+
+def config_fields(target, parameter):
+    """``{field: default}`` when ``parameter`` of ``target``'s constructor takes a configuration object: its
+    annotation (or the global its name or annotation names) is a plain class of the submission's own that builds
+    with no arguments (``config: VanillaTransformerConfig``); else None. The class is remembered for building."""
+    annotation = parameter.annotation
+    namespace = getattr(getattr(target, "__init__", None), "__globals__", {})
+    if isinstance(annotation, str):
+        annotation = namespace.get(annotation)
+    if not inspect.isclass(annotation) or issubclass(annotation, (nn.Module, torch.Tensor)) \
+            or annotation.__module__ in ("builtins", "typing") or annotation.__module__.startswith("torch"):
+        return None
+    try:
+        fields = {p.name: p.default for p in inspect.signature(annotation).parameters.values()}
+        annotation()
+    except Exception:  # not a configuration that builds on its defaults
+        return None
+    if not fields or any(default is inspect.Parameter.empty for default in fields.values()):
+        return None
+    config_fields.classes[(target, parameter.name)] = annotation
+    return fields
+
+
+config_fields.classes = {}
+
+
+def config_field_source(name, default, role):
+    """What feeds a field of a configuration object: the hyperparameter its name says, a dropout for any
+    ``*_dropout`` probability, else None (an integer is learned by building; anything else keeps its default)."""
+    canonical = argument_role(name)
+    if canonical == "N" and role not in ("encoder", "decoder", "model") or canonical in UNUSED_SIZES.get(role, ()):
+        return None
+    if canonical == "vocab_size" and role == "model":
+        return "src_vocab"
+    if canonical is None and type(default) is float and "drop" in normalize(name):
+        return "dropout"
+    return canonical
+
+
+def tied_to_the_width(parameters, plan):
+    """Defaulted arguments left out of ``plan`` whose default is the default of the argument mapped to d_model
+    (``d_word_vec=512, d_model=512``): widths the code asserts equal, given d_model too."""
+    defaults = {p.name: p.default for p in parameters if type(p.default) is int}
+    widths = {default for name, default in defaults.items() if plan.get(name) == "d_model"}
+    return {name: "d_model" for name, default in defaults.items() if name not in plan and default in widths}
+
+
+TAKES_TOKEN_IDS = "Expected tensor for argument #1 'indices'"
+"""What torch says when an embedding is given vectors: the block given them embeds token ids itself."""
 SIZES = ("d_model", "d_ff", "vocab_size", "src_vocab", "tgt_vocab", "max_len", "N")
+UNUSED_SIZES = {"positional_encoding": ("d_ff", "vocab_size"), "layer_norm": ("d_ff", "vocab_size", "max_len"),
+                "multi_head_attention": ("d_ff", "vocab_size", "max_len"), "feed_forward": ("vocab_size", "max_len")}
+"""Sizes a role's contract does not give it (``conformance.interface``): an argument named for one is learned."""
 PROBE_SIZES = (30, 42, 54, 66, 78, 90, 102, 114)
 """Values no canonical size of :data:`PROBE` takes, each even and a multiple of its head count (a width is split
 into heads, a sinusoid table into pairs): a constructor argument built with one is found by it."""
 
 
-def learn_arguments(target, role, plan, unknown, bindings):
+def learn_arguments(target, role, plan, unknown, bindings, optional=()):
     """What constructor arguments whose names say nothing mean (``hid_dim``, ``pf_dim``, ``filter_size``,
     ``d_word_vec``, ``enc_voc_size``, an argument the math does not use such as ``device`` or ``trg_sos_idx``), or
     whose names say the same size twice (``d_model`` and ``hidden``), learned from what gets built: each is given
@@ -292,7 +381,7 @@ def learn_arguments(target, role, plan, unknown, bindings):
         n = normalize(name)
         if "device" in n:
             learned[name] = "value:'cpu'"
-        elif n.endswith(("idx", "index", "id", "token")):
+        elif re.split(r"_|(?<=[a-z])(?=[A-Z])", name)[-1].lower() in ("idx", "index", "id", "token"):
             learned[name] = "pad_idx"
         elif "drop" in n:
             learned[name] = "dropout"
@@ -314,6 +403,9 @@ def learn_arguments(target, role, plan, unknown, bindings):
         isinstance(m, nn.LayerNorm) and tuple(m.normalized_shape) == (v,)
         or isinstance(m, nn.Linear) and m.in_features == m.out_features == v
         or isinstance(m, nn.Embedding) and m.embedding_dim == v for m in module.modules())), None)
+    if d_model is None:  # no weight: a table (a buffer or a tensor attribute, a sinusoid's) as wide as d_model
+        d_model = next((n for n, v in probes.items() if any(t.dim() >= 2 and t.shape[-1] == v
+                                                            for t in tables(module))), None)
     if d_model is None:  # Linear(a, b) then Linear(b, a): the width the first one takes in is d_model
         linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
         first = next((m for m in linears if m.in_features in probes.values() and any(
@@ -323,6 +415,7 @@ def learn_arguments(target, role, plan, unknown, bindings):
     for name, value in probes.items():
         lists = [m for m in module.modules() if isinstance(m, nn.ModuleList) and len(m) == value]
         rows = [m for m in module.modules() if isinstance(m, nn.Embedding) and m.num_embeddings == value]
+        positions = [t for t in tables(module) if t.dim() >= 2 and t.shape[-2] == value]
         inner = [m for m in module.modules() if isinstance(m, nn.Linear)
                  and {m.in_features, m.out_features} == {model_width, value}]
         n = normalize(name)
@@ -336,12 +429,23 @@ def learn_arguments(target, role, plan, unknown, bindings):
                              "tgt_vocab" if any(w in n for w in ("tgt", "trg", "dec", "out", "target")) else "src_vocab")
         elif inner:
             learned[name] = "d_ff"
+        elif positions:  # the rows of a table kept beside the weights (a sinusoid's): one per position
+            learned[name] = "max_len"
         elif plan.get(name) is not None:  # a size its name says, that no weight shows: the name's reading stands
             learned[name] = plan[name]
+        elif name in optional:  # a field of a configuration object: its default stands
+            learned[name] = None
         else:
             raise LookupError(f"cannot tell what constructor argument {name!r} of {name_of} is (built with "
                               f"{name}={value}, no weight took that size)")
     return learned
+
+
+def tables(module):
+    """The tensors a module keeps besides its parameters: buffers, and tensors set as plain attributes."""
+    for m in module.modules():
+        yield from m.buffers(recurse=False)
+        yield from (v for v in vars(m).values() if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter))
 
 
 def stack_layer_role(role):
@@ -365,12 +469,20 @@ def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
         elif source.startswith("role:"):
             sub_cfg = dataclasses.replace(cfg, vocab_size=vocabularies[argument]) if argument in vocabularies else cfg
             kwargs[argument] = build_sub_block(bindings[source[5:]], sub_cfg, bindings, depth + 1, convention)
+        elif source == "config":
+            kwargs[argument] = config_fields.classes[(binding.target, argument)]()
+        elif "." in argument:
+            continue  # a field of a configuration object, set below
         elif source == "layers":
             layer = bindings[stack_layer_role(binding.role) or "encoder_layer"]
             kwargs[argument] = nn.ModuleList(build_from_plan(layer, cfg, bindings, depth + 1, convention)
                                              for _ in range(cfg.N))
         else:
             kwargs[argument] = canonical_value(source, cfg, binding.role)
+    for argument, source in binding.constructor.items():
+        if "." in argument:
+            holder, field_name = argument.split(".", 1)
+            setattr(kwargs[holder], field_name, canonical_value(source, cfg, binding.role))
     with standing_in(binding, cfg, bindings, convention):
         return binding.target(**kwargs)
 
@@ -383,7 +495,7 @@ def constructed_by_name(binding, bindings):
     code, namespace = getattr(init, "__code__", None), getattr(init, "__globals__", {})
     if code is None or not inspect.isclass(binding.target):
         return []
-    return [b for b in bindings.values() if not b.works and b is not binding and inspect.isclass(b.target)
+    return [b for b in bindings.values() if not b.composes and b is not binding and inspect.isclass(b.target)
             and b.target.forward is not nn.Module.forward and b.name in code.co_names
             and namespace.get(b.name) is b.target]
 
@@ -471,7 +583,7 @@ def build_sub_block(binding, cfg, bindings, depth, convention="keep"):
     or, when the candidate's cannot even be built (its own checks report why), the reference's, so that the
     enclosing block's own code is still checked (the mapping notes say so)."""
     from reference.transformer import CONFORMANCE_ROLES as REFERENCE
-    if not binding.works:
+    if not binding.composes:
         return call_with_canonical_arguments(REFERENCE[binding.role], cfg)
     try:
         return build_from_plan(binding, cfg, bindings, depth, convention)
@@ -512,6 +624,10 @@ def call_plan(parameters, wanted):
                 break
     for i, p in enumerate(parameters):
         if plan[i] is None:
+            guess = by_words(p.name, [c for c in wanted if c not in plan])
+            plan[i] = guess
+    for i, p in enumerate(parameters):
+        if plan[i] is None:
             remaining = [c for c in wanted if c not in plan]
             if normalize(p.name) in ("dk", "dkey", "headdim"):
                 plan[i] = "d_k"
@@ -520,6 +636,30 @@ def call_plan(parameters, wanted):
             elif p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 plan[i] = harmless_argument(p.name)
     return plan
+
+
+WORDS = {
+    "source": {"src", "source", "enc", "encoder", "input", "inp"},
+    "target": {"trg", "tgt", "target", "dec", "decoder", "output", "out"},
+    "encoded": {"representations", "representation", "repr", "reps", "memory", "hidden", "states", "encoded",
+                "outputs", "output", "out", "enc"},
+}
+"""The words long argument names are made of (``trg_token_ids_batch``, ``src_representations_batch``)."""
+
+
+def by_words(name, remaining):
+    """The canonical input of ``remaining`` a long argument name spells out in words, or None: a mask of the
+    target or the source, the encoder's output (``src_representations_batch``: source words and an encoded one),
+    the source or the target tokens."""
+    words = set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()))
+    source, target = bool(words & WORDS["source"]), bool(words & WORDS["target"] - {"output", "out"})
+    if "mask" in words or "masks" in words:
+        wanted = "tgt_mask" if target else "src_mask" if source else None
+    elif "memory" in remaining and source and words & WORDS["encoded"] - {"enc"}:
+        wanted = "memory"
+    else:
+        wanted = "tgt" if target else "src" if source else None
+    return wanted if wanted in remaining else None
 
 
 def harmless_argument(name):
@@ -652,9 +792,10 @@ def argument_values(arguments, named, convention):
 
 class AdaptedModel(Transparent):
     """A model with ``encode`` and ``decode`` methods: called through its own ``forward`` when that takes the source
-    and the target and returns the decoder output (``d_model`` features; what the forward does between the two
-    stacks is part of the model), else through ``encode`` and ``decode`` (a forward returning log-probabilities,
-    or none at all)."""
+    and the target, else through ``encode`` and ``decode``. Its output is the decoder output (``d_model`` features):
+    the call's own result when it has that shape, else, for a call ending in log-probabilities or logits, the last
+    output of that shape one of the model's sub-modules made (the decoder's, or its final norm's), read with
+    forward hooks."""
 
     def __init__(self, inner, convention, d_model=None):
         super().__init__()
@@ -667,18 +808,42 @@ class AdaptedModel(Transparent):
 
     def forward(self, src, tgt, src_mask, tgt_mask):
         named = {"src": src, "tgt": tgt, "src_mask": src_mask, "tgt_mask": tgt_mask}
+        wanted = (*tgt.shape[:2], self.d_model)
         if self.forward_arguments is not None:
             try:
-                out = first_tensor(self.inner(**argument_values(self.forward_arguments, named, self.convention)))
+                out = decoder_output(self.inner, wanted, lambda: self.inner(
+                    **argument_values(self.forward_arguments, named, self.convention)))
             except TypeError:  # a forward that does not fit the canonical call: encode and decode are used
                 self.forward_arguments = None
             else:
-                if isinstance(out, torch.Tensor) and out.dim() == 3 and out.size(-1) == self.d_model:
+                if out is not None:
                     return out
-                self.forward_arguments = None  # log-probabilities or logits: the decoder output comes from decode
+                self.forward_arguments = None
         named["memory"] = first_tensor(self.inner.encode(**argument_values(self.encode_arguments, named,
                                                                            self.convention)))
-        return first_tensor(self.inner.decode(**argument_values(self.decode_arguments, named, self.convention)))
+        decode = lambda: self.inner.decode(**argument_values(self.decode_arguments, named, self.convention))  # noqa: E731
+        out = decoder_output(self.inner, wanted, decode)
+        return out if out is not None else first_tensor(decode())
+
+
+def decoder_output(model, shape, call):
+    """The result of ``call`` (a call of ``model``) when it has ``shape`` (batch, target length, d_model), else the
+    last output of that shape a sub-module of ``model`` returned during the call, else None."""
+    made = []
+
+    def record(module, args, output):
+        output = first_tensor(output)
+        if isinstance(output, torch.Tensor) and tuple(output.shape) == shape:
+            made.append(output)
+    hooks = [m.register_forward_hook(record) for m in model.modules() if m is not model]
+    try:
+        out = first_tensor(call())
+    finally:
+        for hook in hooks:
+            hook.remove()
+    if isinstance(out, torch.Tensor) and tuple(out.shape) == shape:
+        return out
+    return made[-1] if made else None
 
 
 def plan_arguments(function, wanted):
@@ -739,7 +904,23 @@ def module_builder(binding, bindings, convention):
             return AdaptedModel(inner, convention, cfg.d_model)
         return Adapted(inner, binding.role, convention)
     build.__name__ = f"build_{binding.role}"
+    build.hyperparameters = hyperparameters_fed(binding, bindings)
     return build
+
+
+def hyperparameters_fed(binding, bindings, depth=0):
+    """The canonical hyperparameters that reach ``binding``'s constructor, its own and its sub-blocks' (a
+    feed-forward network whose width is fixed in its code, ``4 * d_model``, is not fed d_ff)."""
+    fed = set()
+    for source in binding.constructor.values():
+        inner = (bindings.get(source[5:]) if source.startswith("role:")
+                 else bindings.get(stack_layer_role(binding.role) or "") if source in ("layers",) or "kwargs of" in source
+                 else None)
+        if inner is not None and inner is not binding and depth < 4:
+            fed |= hyperparameters_fed(inner, bindings, depth + 1)
+        elif source in SIZES:
+            fed.add(source)
+    return fed
 
 
 def candidates(namespace, modules):
@@ -899,6 +1080,7 @@ def discover(namespace, module_name, overrides=None, modules=None):
         if first_failure and role not in bindings:
             binding, problem = first_failure
             binding.works = False
+            binding.takes_token_ids = TAKES_TOKEN_IDS in problem
             notes.append(f"{role}: {binding.name} does not work under the canonical call ({problem})")
             try:
                 if inspect.isclass(binding.target):
@@ -918,7 +1100,7 @@ def discover(namespace, module_name, overrides=None, modules=None):
     for binding in bindings.values():
         for source in binding.constructor.values():
             sub = bindings.get(source[5:]) if source.startswith("role:") else None
-            problem = None if sub is None else builds(sub, bindings) if sub.works else "it fails under the canonical call"
+            problem = None if sub is None else builds(sub, bindings) if sub.composes else "it fails under the canonical call"
             if problem and not any(n.startswith(f"{binding.role}: built with the reference's {sub.role} ")
                                    for n in notes):
                 notes.append(f"{binding.role}: built with the reference's {sub.role} in place of {sub.name}, which "

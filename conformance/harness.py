@@ -42,6 +42,9 @@ class Case:
 
     def __post_init__(self):
         global LATEST_CASE
+        fed = self.impl.hyperparameters("model")
+        if fed is not None and "src_vocab" in fed and "tgt_vocab" not in fed:  # one vocabulary for both sides
+            self.cfg = dataclasses.replace(self.cfg, tgt_vocab=self.cfg.src_vocab)
         self.generator = torch.Generator().manual_seed(self.seed)
         LATEST_CASE = self
 
@@ -99,7 +102,8 @@ class Case:
         return "\n".join([
             "import torch",
             "from conformance.harness import Case, canonical_inputs",
-            "from conformance.interface import Config, load_implementation",
+            "from adapters.submission import load_implementation",
+            "from conformance.interface import Config",
             f"case = Case(load_implementation({self.impl.spec!r}), {self.cfg!r}, batch={self.batch}, "
             f"src_len={self.src_len}, tgt_len={self.tgt_len}, dtype={self.dtype}, seed={self.seed}, "
             f"device={self.device!r})",

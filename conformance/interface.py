@@ -119,6 +119,11 @@ class Implementation:
             raise MissingRole(f"{self.spec} has no {role!r}")
         return self.roles[role]
 
+    def hyperparameters(self, role):
+        """The canonical sizes the builder of ``role`` feeds its constructor, when discovery planned it (a set);
+        None when the builder takes them by name (``CONFORMANCE_ROLES``)."""
+        return getattr(self.roles.get(role), "hyperparameters", None)
+
     def build(self, role, cfg):
         """Build the module playing ``role`` from canonical hyperparameters."""
         return call_with_canonical_arguments(self.function(role), cfg)

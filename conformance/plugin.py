@@ -4,8 +4,12 @@ markers strict) makes deviations fail the run.
 
 Registered through the ``pytest11`` entry point ``conformance`` (see pyproject.toml).
 """
+import ast
+import builtins
 import json
+import linecache
 import os
+import textwrap
 import tomllib
 import traceback
 import warnings
@@ -15,6 +19,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
 
+from adapters.discovery import TAKES_TOKEN_IDS
 from adapters.submission import load_implementation
 from conformance import crashes, harness, verdicts
 from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole
@@ -188,20 +193,32 @@ MAP_IT = "The checker cannot tell whether the code is at fault: say what plays e
 def checker_fault(impl, component, crash, exc, tb):
     """``(cause, what the checker did)`` when a crash comes from how the checker loaded or called the code rather
     than from the code itself, else None: a name the author's import would have bound had a package been installed;
-    a stack that embeds token ids, given vectors by the canonical call; a block that builds on discovery's probe
-    configuration but crashes in an ``__init__`` on a drawn one; or a block of the reference the checker built in
-    place of a broken one of the author's and that the author's code calls otherwise (the crash runs through the
-    reference's code, or is a call not fitting its signature)."""
+    a stack that embeds token ids, given vectors by the canonical call; a crash in the checker's own code (not a
+    call it makes), over an output of a form it did not expect; an ``assert`` of the author's testing only its
+    arguments (a precondition the call did not meet); a block that builds on discovery's probe configuration but
+    crashes in an ``__init__`` on a drawn one; or a block of the reference the checker built in place of a broken
+    one of the author's and that the author's code calls otherwise (the crash runs through the reference's code,
+    or is a call not fitting its signature)."""
     if impl is None:
         return None
     missing = getattr(exc, "name", None)
     if crash.cause == "error.undefined_name" and missing in getattr(impl, "unbound", {}):
         return "adapter.import_failed", (f"{missing!r} was to come from an import that failed while loading "
                                          f"({impl.unbound[missing]}): a package missing here, not a mistake")
-    if "Expected tensor for argument #1 'indices'" in str(exc):
+    if TAKES_TOKEN_IDS in str(exc):
         return "adapter.takes_token_ids", (f"{component} embeds token ids itself, and the checker's canonical call "
                                            "gives it vectors")
     frames = [f for f, _ in traceback.walk_tb(tb) if not is_checker_code(f.f_code.co_filename)]
+    last = next((f for f, _ in reversed(list(traceback.walk_tb(tb)))
+                 if not f.f_code.co_filename.startswith(LIBRARY_DIRS)), None)
+    if not isinstance(exc, TypeError) and last is not None and last.f_code.co_filename.startswith(CHECKER_DIRS):
+        return "adapter.check_crashed", (f"the checker's own code ({os.path.basename(last.f_code.co_filename)}, "
+                                         f"{last.f_code.co_name}) failed on what {component} returned: its output "
+                                         "does not have the form this check assumes")
+    precondition = stated_precondition(exc, tb)
+    if precondition:
+        return "adapter.precondition_not_met", (f"the code states a precondition the checker's call or "
+                                                f"configuration did not meet ({precondition})")
     broken = getattr(impl, "broken", None)  # None: the roles were named by the author (CONFORMANCE_ROLES)
     if broken is not None and component in impl.roles and component not in broken and any(
             f.f_code.co_name == "__init__" for f in frames):
@@ -215,6 +232,51 @@ def checker_fault(impl, component, crash, exc, tb):
                    or any(f.f_code.co_filename == REFERENCE_FILE for f in frames)):
         return "adapter.graft_does_not_fit", (f"{component} was built with {'; '.join(grafts)} (which does not work), "
                                               "and the code calls that block otherwise")
+    return None
+
+
+def stated_precondition(exc, tb):
+    """The statement of the author's code that raised ``exc``, when it states what its function's arguments must be:
+    an ``assert`` testing only them (``assert token_ids.ndim == 2``, ``assert d_model == d_word_vec``), or the
+    unpacking of an argument's shape (``batch_size, seq_len = x.size()``: an input of another rank was expected).
+    A precondition written for callers, so a call not meeting it was the checker's; None for any other crash."""
+    if not isinstance(exc, (AssertionError, ValueError)):
+        return None
+    frame, line = next(((f, n) for f, n in reversed(list(traceback.walk_tb(tb)))), (None, None))
+    if frame is None or is_checker_code(frame.f_code.co_filename):
+        return None
+    node = statement_at(frame.f_code.co_filename, line)
+    if isinstance(exc, AssertionError) and isinstance(node, ast.Assert):
+        tested = node.test
+    elif "values to unpack" in str(exc) and isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple):
+        tested = node.value if is_shape(node.value) else None
+    else:
+        tested = None
+    code = frame.f_code
+    arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) - {"self"}
+    names = {n.id for n in ast.walk(tested) if isinstance(n, ast.Name)} if tested is not None else set()
+    if not names or not names <= arguments | set(dir(builtins)):
+        return None
+    return f"{ast.unparse(node).splitlines()[0][:120]}, at {code.co_name}"
+
+
+def is_shape(node):
+    """``x.shape`` or ``x.size()``."""
+    if isinstance(node, ast.Call):
+        node = node.func if isinstance(node.func, ast.Attribute) and node.func.attr == "size" else None
+        return node is not None
+    return isinstance(node, ast.Attribute) and node.attr == "shape"
+
+
+def statement_at(filename, line):
+    """The statement starting at ``line`` of ``filename`` (through its continuation lines), or None."""
+    text = ""
+    for number in range(line, line + 6):
+        text += linecache.getline(filename, number)
+        try:
+            return ast.parse(textwrap.dedent(text)).body[0]
+        except (SyntaxError, IndexError):
+            continue
     return None
 
 

@@ -74,6 +74,8 @@ def known_variants(component, cfg, contract):
             variants.append(("tied_embeddings", "source, target embeddings and generator weight tied" + note,
                              -2 * v * d))
         variants.append(("generator_outside_model", "the generator is not part of the model", -(d * v + v)))
+        variants.append(("embeddings_outside_model", "the token embeddings are not part of the model",
+                         -(cfg.src_vocab + v) * d))
     if component in NORMS:
         k = NORMS[component] * n
         variants.append(("scalar_layer_norm_gain", f"{k} LayerNorm(s) with a scalar gain and bias instead of "
@@ -170,13 +172,19 @@ def test_parameter_count(impl, device, contract, component, drawn):
     case = Case(impl, device=device, **drawn)
     m = case.build(component)
     cfg, observed = case.cfg, sum(p.numel() for p in m.parameters())
-    expected = closed_form(component, cfg)
+    fed = impl.hyperparameters(component)
+    width = built_d_ff(m, cfg) if fed is not None and "d_ff" not in fed else None  # fixed in the code itself
+    expected = closed_form(component, cfg, d_ff=width)
+    others = parts_of_other_roles(m, component, cfg)
+    observed -= sum(count for _, count in others)
     variants = known_variants(component, cfg, contract)
     if contract == "practice" and component in STACKS:
         expected += 2 * cfg.d_model * STACKS[component]
     if observed == expected:
         return
-    requirement = f"{expected} parameters, {SECTION[component]}; {cfg}"
+    requirement = f"{expected} parameters, {SECTION[component]}; {cfg}" + (
+        f" with the d_ff = {width} its code fixes" if width else "") + "".join(
+        f"; not counting {what} ({count})" for what, count in others)
     if contract == "practice" and component in STACKS:
         requirement += " plus a final LayerNorm per stack (contract 'practice')"
     repro = case.reproduction(component, "print(sum(p.numel() for p in m.parameters()))")
@@ -191,6 +199,41 @@ def test_parameter_count(impl, device, contract, component, drawn):
                explain_difference(component, cfg, observed, expected, len(norm_modules(m))))
     raise Failure(f"{component}.parameters.count", requirement,
                   f"{observed} parameters ({observed - expected:+d}: {reading})", repro)
+
+
+def built_d_ff(m, cfg):
+    """The inner width of the feed-forward networks in ``m`` (Linear(d_model, w) followed by Linear(w, d_model)),
+    for code that fixes it itself (``4 * d_model``) instead of taking d_ff; None when not one width."""
+    linears = [l for l in m.modules() if isinstance(l, torch.nn.Linear)]
+    widths = {l.out_features for l in linears if l.in_features == cfg.d_model and any(
+        o.in_features == l.out_features and o.out_features == cfg.d_model for o in linears)} - {cfg.d_model}
+    return widths.pop() if len(widths) == 1 else None
+
+
+def parts_of_other_roles(m, component, cfg):
+    """``[(what, parameter count)]``: what ``m`` carries that the paper counts under another role: the token and
+    learned position tables of a stack or layer that takes token ids, the output projection of a decoder ending
+    with it, the LayerNorm of a sub-layer that adds its own residual (§3.1 counts it under the layer)."""
+    parts = []
+    if component in ("encoder", "decoder", "encoder_layer", "decoder_layer"):
+        tables = [e for e in m.modules() if isinstance(e, torch.nn.Embedding)]
+        if tables:
+            parts.append((f"{len(tables)} embedding table(s) (§3.4, §3.5)", count(tables)))
+    if component in ("decoder", "decoder_layer"):
+        vocabularies = {cfg.vocab_size, cfg.tgt_vocab} - {cfg.d_model}
+        projections = [l for l in m.modules() if isinstance(l, torch.nn.Linear) and l.in_features == cfg.d_model
+                       and l.out_features in vocabularies]
+        if projections:
+            parts.append(("the output projection (§3.4)", count(projections)))
+    if component in ("feed_forward", "multi_head_attention"):
+        norms = [n for _, n in norm_modules(m)]
+        if norms:
+            parts.append((f"{len(norms)} LayerNorm(s) of a sub-layer adding its own residual (§3.1)", count(norms)))
+    return parts
+
+
+def count(modules):
+    return sum(p.numel() for p in {id(p): p for mod in modules for p in mod.parameters()}.values())
 
 
 def shared_head_projections(m, cfg):

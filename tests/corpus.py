@@ -19,6 +19,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from conformance.interface import ROLES  # noqa: E402
+from tests import answer_keys  # noqa: E402
 from conformance.reports import report  # noqa: E402
 from conformance.verdicts import SEVERITY  # noqa: E402
 
@@ -73,6 +74,18 @@ def matrix(reports):
     return "\n".join(lines) + "\n"
 
 
+def scorecard(name, data):
+    """One line judging a report against the entry's key: roles found, listed bugs named, false fail/error."""
+    key = answer_keys.read_key(key_path(name))
+    roles_found = sum(not answer_keys.role_problems(role, bound, data) for role, bound in key.roles.items())
+    bugs = [f for f in key.findings if f.kind in answer_keys.FLAGGED]
+    named = sum(not answer_keys.finding_problems(f, data, Path(f.file or ENTRIES[name]["impl"]).name) for f in bugs)
+    false = answer_keys.unexplained(key, data)
+    return (roles_found, len(key.roles), named, len(bugs), false,
+            f"{name}: roles {roles_found}/{len(key.roles)}, bugs named {named}/{len(bugs)}, false fail/error "
+            f"{len(false)}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "reports" / "third_party"))
@@ -90,6 +103,12 @@ def main(argv=None):
                 reports[name] = {"checks": [], "no_report": str(exc)[-2000:]}
             print(f"{name}: {'no report' if 'no_report' in reports[name] else 'checked'}", file=sys.stderr)
     (out.parent / "third_party.md").write_text(matrix(reports))
+    cards = [scorecard(name, data) for name, data in reports.items()]
+    for *_, false, line in cards:
+        print(line + "".join(f"\n    {f.splitlines()[0][:240]}" for f in false))
+    total = [sum(c[i] for c in cards) for i in range(4)]
+    print(f"roles found {total[0]}/{total[1]} ({total[0] / total[1]:.0%}), bugs named {total[2]}/{total[3]}, "
+          f"false fail/error {sum(len(c[4]) for c in cards)}")
     print(f"{len(reports)} implementations in {time.perf_counter() - start:.0f} s; matrix: {out.parent / 'third_party.md'}")
 
 

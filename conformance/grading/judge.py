@@ -155,7 +155,9 @@ def serve(impl, fd):
         op, target_impl = request["op"], chosen(request)
         if op == "roles":
             return {"roles": sorted(target_impl.roles), "notes": [str(n) for n in target_impl.notes],
-                    "spec": str(target_impl.spec), "read": target_impl.read}
+                    "spec": str(target_impl.spec), "read": target_impl.read,
+                    "hyperparameters": {role: sorted(fed) for role in target_impl.roles
+                                        if (fed := target_impl.hyperparameters(role)) is not None}}
         if op == "build":
             harness.seed_generators(request["seed"], "cpu")
             module = target_impl.build(request["role"], Config(**request["cfg"]))
@@ -238,6 +240,9 @@ class RemoteImplementation:
         self.roles = [r for r in answer.get("roles", []) if type(r) is str]
         self.notes = [n for n in answer.get("notes", []) if type(n) is str]
         self.read = read_findings(answer.get("read"))
+        fed = answer.get("hyperparameters")
+        self.fed = {role: {n for n in names if type(n) is str} for role, names in fed.items()
+                    if type(role) is str and type(names) is list} if type(fed) is dict else {}
         self.repair = None if repaired else functools.partial(RemoteImplementation, channel, repaired=True)
 
     @functools.cached_property
@@ -247,6 +252,10 @@ class RemoteImplementation:
             return self.repair() if self.repair is not None else None
         except Raised:
             return None
+
+    def hyperparameters(self, role):
+        """As ``Implementation.hyperparameters``, as the submission's side reported them."""
+        return self.fed.get(role)
 
     def ask(self, **request):
         try:
