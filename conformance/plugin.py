@@ -193,8 +193,8 @@ MAP_IT = "The checker cannot tell whether the code is at fault: say what plays e
 def checker_fault(impl, component, crash, exc, tb):
     """``(cause, what the checker did)`` when a crash comes from how the checker loaded or called the code rather
     than from the code itself, else None: a name the author's import would have bound had a package been installed;
-    a stack that embeds token ids, given vectors by the canonical call; a crash in the checker's own code (not a
-    call it makes), over an output of a form it did not expect; an ``assert`` of the author's testing only its
+    a stack that embeds token ids, given vectors by the canonical call; a crash raised in the checker's own code
+    with none of the author's running (over an output of a form it did not expect); an ``assert`` of the author's testing only its
     arguments (a precondition the call did not meet); a block that builds on discovery's probe configuration but
     crashes in an ``__init__`` on a drawn one; or a block of the reference the checker built in place of a broken
     one of the author's and that the author's code calls otherwise (the crash runs through the reference's code,
@@ -209,12 +209,11 @@ def checker_fault(impl, component, crash, exc, tb):
         return "adapter.takes_token_ids", (f"{component} embeds token ids itself, and the checker's canonical call "
                                            "gives it vectors")
     frames = [f for f, _ in traceback.walk_tb(tb) if not is_checker_code(f.f_code.co_filename)]
-    last = next((f for f, _ in reversed(list(traceback.walk_tb(tb)))
-                 if not f.f_code.co_filename.startswith(LIBRARY_DIRS)), None)
-    if not isinstance(exc, TypeError) and last is not None and last.f_code.co_filename.startswith(CHECKER_DIRS):
-        return "adapter.check_crashed", (f"the checker's own code ({os.path.basename(last.f_code.co_filename)}, "
-                                         f"{last.f_code.co_name}) failed on what {component} returned: its output "
-                                         "does not have the form this check assumes")
+    raised = next((f for f, _ in reversed(list(traceback.walk_tb(tb)))), None)
+    if not frames and raised is not None and raised.f_code.co_filename.startswith(CHECKER_DIRS):
+        return "adapter.check_crashed", (f"the checker's own code ({os.path.basename(raised.f_code.co_filename)}, "
+                                         f"{raised.f_code.co_name}) failed on what {component} returned: its "
+                                         "output does not have the form this check assumes")
     precondition = stated_precondition(exc, tb)
     if precondition:
         return "adapter.precondition_not_met", (f"the code states a precondition the checker's call or "

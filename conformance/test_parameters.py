@@ -88,12 +88,11 @@ def known_variants(component, cfg, contract):
 
 
 def explain_variants(diff, variants):
-    """The smallest combination of variants (one per cause) whose differences add up to ``diff``."""
+    """The combinations of variants (one per cause) whose differences add up to ``diff``, smallest first."""
     for size in range(1, 4):
         for combo in itertools.combinations(variants, size):
             if len({c for c, _, _ in combo}) == size and sum(delta for _, _, delta in combo) == diff:
-                return combo
-    return None
+                yield combo
 
 
 NORMS = {"layer_norm": 1, "sublayer_connection": 1, "encoder_layer": 2, "decoder_layer": 3, "encoder": 2,
@@ -175,7 +174,7 @@ def test_parameter_count(impl, device, contract, component, drawn):
     fed = impl.hyperparameters(component)
     width = built_d_ff(m, cfg) if fed is not None and "d_ff" not in fed else None  # fixed in the code itself
     expected = closed_form(component, cfg, d_ff=width)
-    others = parts_of_other_roles(m, component, cfg)
+    others = parts_of_other_roles(m, component, case)
     observed -= sum(count for _, count in others)
     variants = known_variants(component, cfg, contract)
     if contract == "practice" and component in STACKS:
@@ -188,8 +187,9 @@ def test_parameter_count(impl, device, contract, component, drawn):
     if contract == "practice" and component in STACKS:
         requirement += " plus a final LayerNorm per stack (contract 'practice')"
     repro = case.reproduction(component, "print(sum(p.numel() for p in m.parameters()))")
-    combo = explain_variants(observed - expected, variants)
-    if combo and confirmed(combo, m, cfg, contract, component):
+    combo = next((c for c in explain_variants(observed - expected, variants)
+                  if confirmed(c, m, cfg, contract, component)), None)
+    if combo:
         raise Deviation(f"{component}.parameters." + "+".join(c for c, _, _ in combo), requirement,
                         f"{observed} parameters ({observed - expected:+d}): " + "; ".join(w for _, w, _ in combo),
                         repro)
@@ -210,26 +210,43 @@ def built_d_ff(m, cfg):
     return widths.pop() if len(widths) == 1 else None
 
 
-def parts_of_other_roles(m, component, cfg):
+def parts_of_other_roles(m, component, case):
     """``[(what, parameter count)]``: what ``m`` carries that the paper counts under another role: the token and
     learned position tables of a stack or layer that takes token ids, the output projection of a decoder ending
     with it, the LayerNorm of a sub-layer that adds its own residual (§3.1 counts it under the layer)."""
-    parts = []
+    cfg, parts = case.cfg, []
     if component in ("encoder", "decoder", "encoder_layer", "decoder_layer"):
         tables = [e for e in m.modules() if isinstance(e, torch.nn.Embedding)]
         if tables:
             parts.append((f"{len(tables)} embedding table(s) (§3.4, §3.5)", count(tables)))
     if component in ("decoder", "decoder_layer"):
         vocabularies = {cfg.vocab_size, cfg.tgt_vocab} - {cfg.d_model}
-        projections = [l for l in m.modules() if isinstance(l, torch.nn.Linear) and l.in_features == cfg.d_model
-                       and l.out_features in vocabularies]
+        linears = [l for l in m.modules() if isinstance(l, torch.nn.Linear)]
+        projections = [l for l in linears if l.in_features == cfg.d_model and l.out_features in vocabularies
+                       and not any(o.in_features == l.out_features and o.out_features == cfg.d_model
+                                   for o in linears)]  # (the first map of a feed-forward network has a partner)
         if projections:
             parts.append(("the output projection (§3.4)", count(projections)))
     if component in ("feed_forward", "multi_head_attention"):
-        norms = [n for _, n in norm_modules(m)]
+        norms = called(m, [n for _, n in norm_modules(m)], case, component)
         if norms:
             parts.append((f"{len(norms)} LayerNorm(s) of a sub-layer adding its own residual (§3.1)", count(norms)))
     return parts
+
+
+def called(m, modules, case, component):
+    """Those of ``modules`` that one canonical call of ``m`` runs (none when the call fails)."""
+    ran = []
+    hooks = [sub.register_forward_hook(lambda sub, *_: ran.append(sub)) for sub in modules]
+    try:
+        with torch.no_grad():
+            m(*canonical_inputs(case, component))
+    except Exception:  # the candidate's own code: its failure is other checks' finding
+        return []
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return [sub for sub in modules if any(sub is r for r in ran)]
 
 
 def count(modules):

@@ -129,19 +129,35 @@ def test_a_changed_submission_is_checked_again(tmp_path):
 def test_rubric_weights_and_credit(tmp_path):
     checks = [dict(component="attention", family="softmax", check="a", verdict="pass"),
               dict(component="attention", family="shapes", check="b", verdict="fail"),
-              dict(component="encoder", family="norm_order", check="c", verdict="deviation")]
+              dict(component="encoder", family="norm_order", check="c", verdict="deviation"),
+              dict(component="encoder", family="masks", check="d", verdict="missing")]
     result = dict(status="graded", checks=checks)
     rubric = grading.load_rubric()
     grading.score(result, rubric)
-    # attention: softmax (2) passed, shapes (1) failed -> 2/3; encoder: deviation credited 1.0; weights 3 and 1
-    assert result["score"] == pytest.approx(100 * (3 * 2 / 3 + 1 * 1) / 4, abs=0.01)
+    # attention: one fail costs the component (weight 3); encoder: the deviation earns 1.0, the missing check is out
+    assert result["score"] == pytest.approx(100 * (3 * 0 + 1 * 1) / 4, abs=0.01)
     custom = tmp_path / "rubric.toml"
-    custom.write_text('[score]\nmax = 10\n[credit]\npass = 1.0\ndeviation = 0.5\n[components]\nattention = 1\n'
-                      'encoder = 1\n[families]\n[checks]\n"attention/b" = 3\n')
+    custom.write_text('[score]\nmax = 10\na_mistake_costs_the_component = false\n[credit]\npass = 1.0\n'
+                      'deviation = 0.5\n[components]\nattention = 1\nencoder = 1\n[families]\n[checks]\n'
+                      '"attention/b" = 3\n')
     grading.score(result, grading.load_rubric(custom))
     assert result["score"] == pytest.approx(10 * (1 / 4 + 0.5) / 2, abs=0.01)
     result["status"] = "tampering detected"
     assert grading.score(result, rubric)["score"] == 0
+
+
+def test_roles_not_asked_for_stay_out_and_required_ones_are_graded_where_they_are_written(tmp_path):
+    checks = [dict(component="multi_head_attention", family="softmax", check="a", verdict="pass"),
+              dict(component="attention", family="softmax", check="a", verdict="missing"),
+              dict(component="padding_mask", family="masks", check="b", verdict="missing")]
+    result = dict(status="graded", checks=checks)
+    assert grading.score(result, grading.load_rubric())["score"] == 100  # nothing asked for is missing
+    custom = tmp_path / "rubric.toml"
+    custom.write_text("[score]\nrequired = [\"attention\"]\n[credit]\npass = 1.0\n")
+    assert grading.score(result, grading.load_rubric(custom))["score"] == 100  # attention written inside the MHA
+    custom.write_text("[score]\nrequired = [\"attention\", \"padding_mask\"]\n[credit]\npass = 1.0\n")
+    graded = grading.score(result, grading.load_rubric(custom))
+    assert graded["components"]["padding_mask"][0] == 0 and graded["score"] < 100  # no model encloses it
 
 
 def test_command_line(tmp_path):

@@ -270,30 +270,56 @@ def load_rubric(path=None):
     with open(path or DEFAULT_RUBRIC, "rb") as f:
         rubric = tomllib.load(f)
     rubric.setdefault("score", {}).setdefault("max", 100)
+    rubric["score"].setdefault("required", [])
+    rubric["score"].setdefault("a_mistake_costs_the_component", True)
     for key in ("credit", "components", "families", "checks"):
         rubric.setdefault(key, {})
     return rubric
 
 
+ENCLOSING = {"attention": "multi_head_attention", "multi_head_attention": "encoder_layer",
+             "feed_forward": "encoder_layer", "layer_norm": "encoder_layer", "sublayer_connection": "encoder_layer",
+             "encoder_layer": "encoder", "decoder_layer": "decoder", "encoder": "model", "decoder": "model",
+             "embedding": "model", "positional_encoding": "model", "generator": "model", "padding_mask": "model",
+             "subsequent_mask": "model"}
+"""The block a role is written inside when the code has no class or function of its own for it."""
+
+
 def score(result, rubric):
-    """Fill ``score``, ``max_score``, ``components`` (``{component: (share, weight)}``) and the verdict counts."""
+    """Fill ``score``, ``max_score``, ``components`` (``{component: (share, weight)}``) and the verdict counts.
+
+    A component's share is the weighted credit of its checks that reached a verdict (a ``missing`` check claims
+    nothing and stays out); with ``a_mistake_costs_the_component``, one fail or error makes it 0. A component
+    with no verdict at all stays out of the score, unless the rubric's ``required`` roles name it: then it is
+    graded through the nearest enclosing block that was checked (a role written inline), else earns 0."""
     maximum = float(rubric["score"]["max"])
     counts = {v: 0 for v in VERDICTS}
-    components = {}
+    components, flagged = {}, set()
     for c in result["checks"]:
         counts[c["verdict"]] += 1
+        if c["verdict"] == "missing":
+            continue
+        flagged |= {c["component"]} if c["verdict"] in ("fail", "error") else set()
         weight = float(rubric["checks"].get(f"{c['component']}/{c['check']}",
                                             rubric["families"].get(c["family"], 1)))
         credit = float(rubric["credit"].get(c["verdict"], 0.0))
         earned, total = components.get(c["component"], (0.0, 0.0))
         components[c["component"]] = (earned + weight * credit, total + weight)
-    shares = {c: (e / t if t else 0.0, float(rubric["components"].get(c, 1))) for c, (e, t) in components.items()}
-    weights = sum(w for _, w in shares.values())
-    value = maximum * sum(s * w for s, w in shares.values()) / weights if weights else 0.0
+    shares = {c: (0.0 if c in flagged and rubric["score"]["a_mistake_costs_the_component"] else e / t if t else 0.0)
+              for c, (e, t) in components.items()}
+    for role in rubric["score"]["required"]:
+        if role not in shares:
+            enclosing = ENCLOSING.get(role)
+            while enclosing is not None and enclosing not in shares:
+                enclosing = ENCLOSING.get(enclosing)
+            shares[role] = shares[enclosing] if enclosing is not None else 0.0
+    weighted = {c: (s, float(rubric["components"].get(c, 1))) for c, s in shares.items()}
+    weights = sum(w for _, w in weighted.values())
+    value = maximum * sum(s * w for s, w in weighted.values()) / weights if weights else 0.0
     if result["status"] != "graded":
         value = 0.0
     result.update(score=round(value, 2), max_score=maximum, counts=counts,
-                  components={c: [round(s, 4), w] for c, (s, w) in shares.items()})
+                  components={c: [round(s, 4), w] for c, (s, w) in weighted.items()})
     return result
 
 
