@@ -201,6 +201,8 @@ class Binding:
     notes: list = field(default_factory=list)
     works: bool = True
     """False when bound although it fails under the canonical call (the best candidate there was)."""
+    layout: str = None
+    """``SEQUENCE_FIRST`` for code written for (sequence, batch, d_model) tensors, found by behaviour."""
     takes_token_ids: bool = False
     """A stack or layer that embeds token ids itself: its canonical call (vectors) fails, yet the blocks that build
     it call it with tokens, so they are built with it and not with a stand-in."""
@@ -622,6 +624,8 @@ def call_plan(parameters, wanted):
                     continue
                 plan[i] = canonical
                 break
+    if any("paddingmask" in normalize(p.name) for p in parameters):
+        return torch_style_plan(parameters, plan, wanted)
     for i, p in enumerate(parameters):
         if plan[i] is None:
             guess = by_words(p.name, [c for c in wanted if c not in plan])
@@ -638,6 +642,42 @@ def call_plan(parameters, wanted):
     return plan
 
 
+def torch_style_plan(parameters, plan, wanted):
+    """The plan of a call in torch's convention, whose masks come in two parts (``src_key_padding_mask`` (batch,
+    key) and ``src_mask`` (query, key), True = blocked, as ``nn.TransformerEncoderLayer`` takes them): each mask
+    parameter gets the ``padding`` or the ``attention`` part of the canonical mask its name names (the target's,
+    else the source's), the other inputs as planned, and what is left its default (None when it has none)."""
+    masks = [c for c in wanted if c.endswith("mask")]
+    for i, p in enumerate(parameters):
+        n = normalize(p.name)
+        if "mask" not in n:
+            if plan[i] is None:
+                plan[i] = by_words(p.name, [c for c in wanted if c not in plan and not c.endswith("mask")])
+            continue
+        words = set(re.findall(r"[a-z]+", p.name.lower()))
+        base = "tgt_mask" if words & {"tgt", "trg", "target"} and "tgt_mask" in masks else masks[0] if masks else None
+        plan[i] = f"{base}:{'padding' if 'paddingmask' in n else 'attention'}" if base else "value:None"
+    for i, p in enumerate(parameters):
+        if plan[i] is None:
+            remaining = [c for c in wanted if not c.endswith("mask") and c not in plan]
+            plan[i] = remaining[0] if remaining and p.default is p.empty else (
+                "value:None" if p.default is p.empty else None)
+    return plan
+
+
+def torch_mask(mask, part):
+    """A canonical mask (True = may attend) as one of torch's two parts, True = blocked: ``padding`` (batch, key),
+    the keys no query may see; ``attention`` (query, key), what every sample blocks besides them (None if nothing)."""
+    if not isinstance(mask, torch.Tensor):
+        return None
+    seen = mask.any(-2)
+    if part == "padding":
+        return ~seen.reshape(seen.shape[0], -1) if mask.dim() > 2 else ~seen
+    blocked = ~(mask | ~seen.unsqueeze(-2))
+    blocked = blocked.reshape(-1, *blocked.shape[-2:]).any(0)
+    return blocked if blocked.any() else None
+
+
 WORDS = {
     "source": {"src", "source", "enc", "encoder", "input", "inp"},
     "target": {"trg", "tgt", "target", "dec", "decoder", "output", "out"},
@@ -649,12 +689,13 @@ WORDS = {
 
 def by_words(name, remaining):
     """The canonical input of ``remaining`` a long argument name spells out in words, or None: a mask of the
-    target or the source, the encoder's output (``src_representations_batch``: source words and an encoded one),
-    the source or the target tokens."""
+    target or the source (or the only mask left), the encoder's output (``src_representations_batch``: source
+    words and an encoded one), the source or the target tokens."""
     words = set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()))
     source, target = bool(words & WORDS["source"]), bool(words & WORDS["target"] - {"output", "out"})
-    if "mask" in words or "masks" in words:
-        wanted = "tgt_mask" if target else "src_mask" if source else None
+    masks = [c for c in remaining if c.endswith("mask")]
+    if "mask" in words or "masks" in words:  # (the one mask left, when the name says neither side)
+        wanted = "tgt_mask" if target else "src_mask" if source else masks[0] if len(masks) == 1 else None
     elif "memory" in remaining and source and words & WORDS["encoded"] - {"enc"}:
         wanted = "memory"
     else:
@@ -736,17 +777,39 @@ class Transparent(nn.Module):
         return self.inner.named_parameters(prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate)
 
 
-class Adapted(Transparent):
-    """A candidate module under the canonical call of its role (inputs by name, masks converted)."""
+SEQUENCE_FIRST = "sequence first"
+"""The layout of code written for torch's default (sequence, batch, d_model) tensors (``batch_first=False``)."""
+SEQUENCES = ("x", "query", "key", "value", "memory", "tokens", "src", "tgt")
 
-    def __init__(self, inner, role, convention):
+
+def in_layout(named, layout):
+    """The canonical (batch-first) inputs ``named`` in the code's ``layout``."""
+    if layout != SEQUENCE_FIRST:
+        return named
+    return {k: v.transpose(0, 1) if k in SEQUENCES and isinstance(v, torch.Tensor) and v.dim() >= 2 else v
+            for k, v in named.items()}
+
+
+def from_layout(out, layout):
+    """An output in the code's ``layout`` as a batch-first one."""
+    if layout == SEQUENCE_FIRST and isinstance(out, torch.Tensor) and out.dim() >= 2:
+        return out.transpose(0, 1)
+    return out
+
+
+class Adapted(Transparent):
+    """A candidate module under the canonical call of its role (inputs by name, masks converted, tensors in the
+    code's layout)."""
+
+    def __init__(self, inner, role, convention, layout=None):
         super().__init__()
-        self.inner, self.role, self.convention = inner, role, convention
+        self.inner, self.role, self.convention, self.layout = inner, role, convention, layout
         self.arguments = plan_arguments(inner, CANONICAL_CALLS[role])
 
     def forward(self, *args):
-        return first_tensor(self.inner(**adapt_arguments(self.arguments, CANONICAL_CALLS[self.role], args,
-                                                         self.convention)))
+        named = in_layout(dict(zip(CANONICAL_CALLS[self.role], args)), self.layout)
+        return from_layout(first_tensor(self.inner(**adapt_arguments(self.arguments, named, self.convention))),
+                           self.layout)
 
     def inputs_not_accepted(self):
         """See :func:`inputs_not_accepted`; nothing for a forward not defined at all (its own error says why)."""
@@ -766,13 +829,13 @@ def inputs_not_accepted(function, arguments, role, shown, skip=0):
         return [], None
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
         return [], None
-    taken = {c for _, c in arguments}
+    taken = {c.split(":")[0] for _, c in arguments}
     return [c for c in CANONICAL_CALLS[role] if c not in taken], f"{shown}({', '.join(p.name for p in parameters)})"
 
 
-def adapt_arguments(arguments, canonical, args, convention):
-    """Keyword arguments for the candidate from the canonical positional ``args``."""
-    named = dict(zip(canonical, args))
+def adapt_arguments(arguments, named, convention):
+    """Keyword arguments for the candidate from the canonical inputs ``named``."""
+    named = dict(named)
     if "query" in named:
         named["d_k"] = named["query"].size(-1)
     return argument_values(arguments, named, convention)
@@ -785,50 +848,72 @@ def argument_values(arguments, named, convention):
     for name, c in arguments:
         if c.startswith("value:"):
             values[name] = constant(c)
+        elif ":" in c and c.split(":")[0] in named:
+            values[name] = torch_mask(named[c.split(":")[0]], c.split(":")[1])
         elif c in named:
             values[name] = to_convention(named[c], convention) if c.endswith("mask") else named[c]
     return values
 
 
 class AdaptedModel(Transparent):
-    """A model with ``encode`` and ``decode`` methods: called through its own ``forward`` when that takes the source
-    and the target, else through ``encode`` and ``decode``. Its output is the decoder output (``d_model`` features):
-    the call's own result when it has that shape, else, for a call ending in log-probabilities or logits, the last
-    output of that shape one of the model's sub-modules made (the decoder's, or its final norm's), read with
-    forward hooks."""
+    """A whole model under the canonical call: through its own ``forward`` when that takes the source and the
+    target, else through its ``encode`` and ``decode`` methods. Its output is the decoder output (``d_model``
+    features): the call's own result when it has that shape, else, for a call ending in log-probabilities or
+    logits, the last output of that shape one of the model's sub-modules made (the decoder's, or its final norm's),
+    read with forward hooks."""
 
-    def __init__(self, inner, convention, d_model=None):
+    def __init__(self, inner, convention, d_model=None, layout=None):
         super().__init__()
-        self.inner, self.convention, self.d_model = inner, convention, d_model
-        self.encode_arguments = plan_arguments(inner.encode, ["src", "src_mask"])
-        self.decode_arguments = plan_arguments(inner.decode, ["memory", "src_mask", "tgt", "tgt_mask"])
+        self.inner, self.convention, self.d_model, self.layout = inner, convention, d_model, layout
+        methods = callable(getattr(inner, "encode", None)) and callable(getattr(inner, "decode", None))
+        self.encode_arguments = plan_arguments(inner.encode, ["src", "src_mask"]) if methods else None
+        self.decode_arguments = (plan_arguments(inner.decode, ["memory", "src_mask", "tgt", "tgt_mask"])
+                                 if methods else None)
         own_forward = type(inner).forward is not nn.Module.forward
         planned = {c for _, c in plan_arguments(inner, CANONICAL_CALLS["model"])} if own_forward else set()
-        self.forward_arguments = plan_arguments(inner, CANONICAL_CALLS["model"]) if {"src", "tgt"} <= planned else None
+        self.forward_arguments = (plan_arguments(inner, CANONICAL_CALLS["model"])
+                                  if {"src", "tgt"} <= planned or not methods else None)
+        fed = {c.split(":")[0] for _, c in (self.forward_arguments or self.encode_arguments or [])}
+        self.masks_from_tokens = "src_mask" not in fed
+        """A model that takes no mask builds its own from the pad index: the positions the canonical masks pad are
+        given the pad token, so that its masks are the canonical ones."""
 
     def forward(self, src, tgt, src_mask, tgt_mask):
-        named = {"src": src, "tgt": tgt, "src_mask": src_mask, "tgt_mask": tgt_mask}
-        wanted = (*tgt.shape[:2], self.d_model)
+        if self.masks_from_tokens:
+            src = src.masked_fill(~src_mask.any(-2).expand_as(src), PAD)  # (the keys no query may see)
+            tgt = tgt.masked_fill(~tgt_mask.any(-2).expand_as(tgt), PAD)
+        named = in_layout({"src": src, "tgt": tgt, "src_mask": src_mask, "tgt_mask": tgt_mask}, self.layout)
+        wanted = (*named["tgt"].shape[:2], self.d_model)
         if self.forward_arguments is not None:
+            call = lambda: self.inner(**argument_values(self.forward_arguments, named, self.convention))  # noqa: E731
+            if self.encode_arguments is None:  # nothing else to call: its output, whatever it is, is checked
+                out, raw = decoder_output(self.inner, wanted, call)
+                return from_layout(raw if out is None else out, self.layout)
             try:
-                out = decoder_output(self.inner, wanted, lambda: self.inner(
-                    **argument_values(self.forward_arguments, named, self.convention)))
+                out, _ = decoder_output(self.inner, wanted, call)
             except TypeError:  # a forward that does not fit the canonical call: encode and decode are used
-                self.forward_arguments = None
-            else:
-                if out is not None:
-                    return out
-                self.forward_arguments = None
+                out = None
+            if out is not None:
+                return from_layout(out, self.layout)
+            self.forward_arguments = None
         named["memory"] = first_tensor(self.inner.encode(**argument_values(self.encode_arguments, named,
                                                                            self.convention)))
         decode = lambda: self.inner.decode(**argument_values(self.decode_arguments, named, self.convention))  # noqa: E731
-        out = decoder_output(self.inner, wanted, decode)
-        return out if out is not None else first_tensor(decode())
+        out, raw = decoder_output(self.inner, wanted, decode)
+        return from_layout(raw if out is None else out, self.layout)
+
+    def inputs_not_accepted(self):
+        """The canonical inputs a model called through its own forward only takes no parameter for."""
+        if self.encode_arguments is not None or self.forward_arguments is None:
+            return [], None
+        return inputs_not_accepted(type(self.inner).forward, self.forward_arguments, "model",
+                                   f"{type(self.inner).__name__}.forward", skip=1)
 
 
 def decoder_output(model, shape, call):
-    """The result of ``call`` (a call of ``model``) when it has ``shape`` (batch, target length, d_model), else the
-    last output of that shape a sub-module of ``model`` returned during the call, else None."""
+    """``(the decoder output, the call's result)`` of ``call`` (a call of ``model``): the result when it has
+    ``shape`` (batch, target length, d_model), else the last output of that shape a sub-module of ``model``
+    returned during the call, else None."""
     made = []
 
     def record(module, args, output):
@@ -842,8 +927,8 @@ def decoder_output(model, shape, call):
         for hook in hooks:
             hook.remove()
     if isinstance(out, torch.Tensor) and tuple(out.shape) == shape:
-        return out
-    return made[-1] if made else None
+        return out, out
+    return (made[-1] if made else None), out
 
 
 def plan_arguments(function, wanted):
@@ -873,8 +958,8 @@ def function_role(binding, convention):
             cfg = dataclasses.replace(PROBE, d_model=query.size(-1) * PROBE.h)
             module = build_from_plan(binding, cfg, {}, convention=convention).to(query.device, query.dtype).eval()
             arguments = plan_arguments(module, CANONICAL_CALLS["attention"])
-            return module(**adapt_arguments(arguments, CANONICAL_CALLS["attention"], (query, key, value, mask),
-                                            convention))
+            return module(**adapt_arguments(arguments, dict(zip(CANONICAL_CALLS["attention"],
+                                                                (query, key, value, mask))), convention))
         return attention
     arguments = plan_arguments(target, CANONICAL_CALLS[role])
     if role == "subsequent_mask":
@@ -885,12 +970,13 @@ def function_role(binding, convention):
         return subsequent_mask
     if role == "padding_mask":
         def padding_mask(tokens, pad_idx):
-            return from_convention(target(**adapt_arguments(arguments, CANONICAL_CALLS[role], (tokens, pad_idx),
-                                                            None)), convention)
+            named = dict(zip(CANONICAL_CALLS[role], (tokens, pad_idx)))
+            return from_convention(target(**adapt_arguments(arguments, named, None)), convention)
         return padding_mask
 
     def attention(query, key, value, mask=None):
-        return target(**adapt_arguments(arguments, CANONICAL_CALLS[role], (query, key, value, mask), convention))
+        return target(**adapt_arguments(arguments, dict(zip(CANONICAL_CALLS[role], (query, key, value, mask))),
+                                        convention))
     attention.inputs_not_accepted = lambda: inputs_not_accepted(target, arguments, role, binding.name)
     return attention
 
@@ -900,17 +986,17 @@ def module_builder(binding, bindings, convention):
     def build(**cfg_values):
         cfg = Config(**cfg_values)
         inner = build_from_plan(binding, cfg, bindings, convention=convention)
-        if binding.role == "model" and hasattr(inner, "encode") and hasattr(inner, "decode"):
-            return AdaptedModel(inner, convention, cfg.d_model)
-        return Adapted(inner, binding.role, convention)
+        if binding.role == "model":
+            return AdaptedModel(inner, convention, cfg.d_model, binding.layout)
+        return Adapted(inner, binding.role, convention, binding.layout)
     build.__name__ = f"build_{binding.role}"
     build.hyperparameters = hyperparameters_fed(binding, bindings)
     return build
 
 
 def hyperparameters_fed(binding, bindings, depth=0):
-    """The canonical hyperparameters that reach ``binding``'s constructor, its own and its sub-blocks' (a
-    feed-forward network whose width is fixed in its code, ``4 * d_model``, is not fed d_ff)."""
+    """The canonical hyperparameters (sizes, h, dropout) that reach ``binding``'s constructor, its own and its
+    sub-blocks' (a feed-forward network whose width is fixed in its code, ``4 * d_model``, is not fed d_ff)."""
     fed = set()
     for source in binding.constructor.values():
         inner = (bindings.get(source[5:]) if source.startswith("role:")
@@ -918,7 +1004,7 @@ def hyperparameters_fed(binding, bindings, depth=0):
                  else None)
         if inner is not None and inner is not binding and depth < 4:
             fed |= hyperparameters_fed(inner, bindings, depth + 1)
-        elif source in SIZES:
+        elif source in SIZES + ("h", "dropout"):
             fed.add(source)
     return fed
 
@@ -944,6 +1030,9 @@ FALLBACK_SCORE = 0.9
 """A candidate that does not work under the canonical call is still bound (so its crash is reported and
 diagnosed) when its name is this close to the role's."""
 
+LAID_OUT = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")
+"""The roles whose layout is told by behaviour: they mix positions, so a call in the wrong one fails or mixes
+samples."""
 ROLE_ORDER = ("layer_norm", "feed_forward", "attention", "multi_head_attention", "embedding", "positional_encoding",
               "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "generator",
               "padding_mask", "subsequent_mask", "model")
@@ -970,6 +1059,8 @@ def ranked(role, found, taken):
         score = name_score(name.rsplit(".", 1)[-1], ROLE_NAMES[role])
         if not score and role == "subsequent_mask" and makes_causal_mask(obj):
             score = BEHAVIOUR_SCORE
+        if not score and role == "model" and takes_two_vocabularies(obj):
+            score = BEHAVIOUR_SCORE
         if score:
             scored.append((score, name, obj))
     return [(score, name, obj) for score, name, obj in sorted(scored, key=lambda t: -t[0])]
@@ -977,6 +1068,27 @@ def ranked(role, found, taken):
 
 BEHAVIOUR_SCORE = 0.5
 """The rank of a candidate found by what it does, not by its name (below every name that counts)."""
+
+
+def learns_weights(binding, bindings):
+    """Whether ``binding``'s class, built on the probe configuration, has parameters of its own."""
+    if not inspect.isclass(binding.target):
+        return False
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return any(True for _ in build_from_plan(binding, PROBE, bindings).parameters())
+    except Exception:  # the candidate's own code: its checks say what is wrong with it
+        return False
+
+
+def takes_two_vocabularies(cls):
+    """A module class whose constructor takes a source and a target vocabulary size: a whole model, whatever its
+    name (``Translator(..., src_vocab_size, tgt_vocab_size, ...)``)."""
+    try:
+        names = {argument_role(p) for p in inspect.signature(cls).parameters} if inspect.isclass(cls) else set()
+    except (TypeError, ValueError):
+        return False
+    return {"src_vocab", "tgt_vocab"} <= names
 
 
 def makes_causal_mask(function):
@@ -1061,6 +1173,8 @@ def discover(namespace, module_name, overrides=None, modules=None):
             try:
                 if inspect.isclass(obj):
                     binding.constructor = constructor_plan(obj, role, bindings)
+                if role == "attention" and learns_weights(binding, bindings):
+                    continue  # a block with projections of its own is not the attention function of eq. (1)
                 roles[role] = (function_role(binding, convention) if role in FUNCTION_ROLES
                                else module_builder(binding, bindings, convention))
             except (LookupError, ValueError, TypeError) as exc:
@@ -1069,6 +1183,15 @@ def discover(namespace, module_name, overrides=None, modules=None):
                 roles.pop(role, None)
                 continue
             problem = behaves(Implementation(module_name, roles), role)
+            if problem is not None and role in LAID_OUT:  # written for (sequence, batch, d_model) tensors?
+                binding.layout = SEQUENCE_FIRST
+                roles[role] = module_builder(binding, bindings, convention)
+                if behaves(Implementation(module_name, roles), role) is None:
+                    problem = None
+                    binding.notes.append("(sequence, batch, d_model) tensors, as torch's default layout")
+                else:
+                    binding.layout = None
+                    roles[role] = module_builder(binding, bindings, convention)
             if problem is None:
                 bindings[role] = binding
                 taken.add(name)
@@ -1091,6 +1214,12 @@ def discover(namespace, module_name, overrides=None, modules=None):
                 taken.add(binding.name)
             except (LookupError, ValueError, TypeError):
                 pass
+    if any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # the lookups and positions the model feeds
+        for role in ("embedding", "positional_encoding"):               # are called in the model's layout
+            if role in bindings and bindings[role].layout is None:
+                bindings[role].layout = SEQUENCE_FIRST
+                bindings[role].notes.append("(sequence, batch, d_model) tensors, as the rest of the code")
+                roles[role] = module_builder(bindings[role], bindings, convention)
     helper = next((r for r in ("subsequent_mask", "padding_mask") if r in bindings), None)
     if helper and "convention" not in masks:  # the subsequent-mask helper's word first, else the padding helper's
         inferred = infer_convention(bindings[helper].target, helper)

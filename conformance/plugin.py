@@ -6,6 +6,7 @@ Registered through the ``pytest11`` entry point ``conformance`` (see pyproject.t
 """
 import ast
 import builtins
+import inspect
 import json
 import linecache
 import os
@@ -214,10 +215,10 @@ def checker_fault(impl, component, crash, exc, tb):
         return "adapter.check_crashed", (f"the checker's own code ({os.path.basename(raised.f_code.co_filename)}, "
                                          f"{raised.f_code.co_name}) failed on what {component} returned: its "
                                          "output does not have the form this check assumes")
-    precondition = stated_precondition(exc, tb)
-    if precondition:
-        return "adapter.precondition_not_met", (f"the code states a precondition the checker's call or "
-                                                f"configuration did not meet ({precondition})")
+    setup = setup_method(exc)
+    if setup:
+        return "adapter.needs_setup_call", (f"the code sets {exc.name!r} in {setup}() and expects that method called "
+                                            "before this one, a protocol of its own the checker does not know")
     broken = getattr(impl, "broken", None)  # None: the roles were named by the author (CONFORMANCE_ROLES)
     if broken is not None and component in impl.roles and component not in broken and any(
             f.f_code.co_name == "__init__" for f in frames):
@@ -226,11 +227,33 @@ def checker_fault(impl, component, crash, exc, tb):
             f"{component} builds on the configuration discovery tried but not on "
             f"{case.cfg if case is not None else 'this one'} (a size its code assumes, such as a head count it sets "
             "itself, does not fit)")
+    precondition = stated_precondition(exc, tb)
+    if precondition:
+        return "adapter.precondition_not_met", (f"the code states a precondition the checker's call or "
+                                                f"configuration did not meet ({precondition})")
     grafts = getattr(impl, "grafts", {}).get(component)
     if grafts and (crash.cause == "error.call_signature_mismatch"
                    or any(f.f_code.co_filename == REFERENCE_FILE for f in frames)):
         return "adapter.graft_does_not_fit", (f"{component} was built with {'; '.join(grafts)} (which does not work), "
                                               "and the code calls that block otherwise")
+    return None
+
+
+def setup_method(exc):
+    """The method other than ``__init__`` that assigns the attribute an AttributeError could not find on a
+    module of the author's (``init_keys`` setting ``self.proj_keys``), or None."""
+    owner, name = getattr(exc, "obj", None), getattr(exc, "name", None)
+    if not isinstance(exc, AttributeError) or not isinstance(owner, torch.nn.Module) or not name:
+        return None
+    for method_name, method in vars(type(owner)).items():
+        if method_name == "__init__" or not callable(method):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        if any(isinstance(t, ast.Attribute) and t.attr == name and isinstance(t.ctx, ast.Store) for t in ast.walk(tree)):
+            return method_name
     return None
 
 

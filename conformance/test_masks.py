@@ -109,6 +109,8 @@ def test_masked_keys_do_not_change_outputs(impl, device, component, drawn):
     case = with_padding(Case(impl, device=device, **drawn))
     module = case.build(component)
     inputs = canonical_inputs(case, component)
+    if component == "model" and "src_mask" in inputs_not_accepted(module)[0]:
+        return check_appended_padding(case, module, inputs)
     keep = key_mask(component, inputs)
     padded = ~keep
     own_rows = PADDING[component]["own_rows"]
@@ -140,6 +142,20 @@ def test_masked_keys_do_not_change_outputs(impl, device, component, drawn):
         raise Failure(f"{component}.mask_ignored", requirement,
                       f"{observed}; the outputs equal those computed with an all-True mask: the mask is not used")
     raise Failure(f"{component}.masked_keys_visible", requirement, observed)
+
+
+def check_appended_padding(case, module, inputs):
+    """A model that takes no mask makes its padding mask from the pad token (its adapter gives the padded positions
+    that token): pad tokens appended to the source must leave every output unchanged (§3.2.3)."""
+    src, tgt, src_mask, tgt_mask = inputs
+    more = case.tokens(2, case.cfg.src_vocab)
+    longer = (torch.cat([src, more], 1), tgt,
+              torch.cat([src_mask, torch.zeros_like(src_mask[..., :2])], -1), tgt_mask)
+    leak = difference(call(module, longer, "model"), call(module, inputs, "model"), case)
+    if leak is not None:
+        raise Failure("model.masked_keys_visible", "outputs unchanged when pad tokens are appended to the source "
+                      "(§3.2.3; the model builds its padding mask from the pad index)",
+                      f"after appending 2 pad tokens, {leak}")
 
 
 def causal_inputs(case, component):

@@ -80,8 +80,8 @@ def known_variants(component, cfg, contract):
         k = NORMS[component] * n
         variants.append(("scalar_layer_norm_gain", f"{k} LayerNorm(s) with a scalar gain and bias instead of "
                          "d_model-sized ones", -(2 * d - 2) * k))
-    if component in ("positional_encoding", "model"):
-        k = 1 if component == "positional_encoding" else 2
+    if component in ("positional_encoding", "embedding", "model"):
+        k = 2 if component == "model" else 1
         variants.append(("learned_positional_embedding", f"{k} learned positional embedding table(s) "
                          "(§3.5, Table 3 row E)", k * cfg.max_len * d))
     return variants
@@ -323,12 +323,15 @@ def unmasked(inputs):
 
 
 def unused_generator(m, cfg, called):
-    """Parameters of a module never called whose shapes are the generator's (d_model x V_tgt and V_tgt): the model
-    role returns the decoder output, so the generator legitimately receives no gradient."""
+    """Parameters whose shapes are the generator's (d_model x V_tgt and V_tgt) of a module never called, or of a
+    Linear(d_model, V_tgt) (the model's forward may run it after the decoder output the model role returns): the
+    generator legitimately receives no gradient from that output."""
     exempt = set()
     for module in m.modules():
         own = list(module.parameters(recurse=False))
-        if own and id(module) not in called and any(p.dim() == 2 for p in own) \
+        projection = isinstance(module, torch.nn.Linear) and module.in_features == cfg.d_model \
+            and module.out_features == cfg.tgt_vocab
+        if own and (id(module) not in called or projection) and any(p.dim() == 2 for p in own) \
                 and all(cfg.tgt_vocab in p.shape and (p.dim() == 1 or cfg.d_model in p.shape) for p in own):
             exempt.update(id(p) for p in own)
     return exempt

@@ -50,7 +50,7 @@ def test_the_honest_buggy_submission_is_graded_with_its_failure(graded):
     results, _ = graded
     honest = results["honest"]
     assert honest["status"] == "graded"
-    assert 0 < honest["score"] < 100
+    assert honest["score"] < 100 and honest["components"]["multi_head_attention"][0] == 0  # its mistake costs it
     assert any(c["verdict"] == "fail" and c["check"] == "scores_scaled_by_inverse_sqrt_d_k" for c in honest["checks"])
 
 

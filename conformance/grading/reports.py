@@ -129,8 +129,9 @@ def feedback(result):
     if result.get("notes"):
         lines += ["## How your code was read", ""] + [f"- {n}" for n in result["notes"]] + [""]
     for component, entry in grouped(result).items():
-        share = result.get("components", {}).get(component, [0, 0])[0]
-        lines += [f"## {component} ({share:.0%})", "", f"What the paper requires: {PAPER.get(component, '')}", ""]
+        scored = result.get("components", {}).get(component)
+        lines += [f"## {component} ({f'{scored[0]:.0%}' if scored else 'not found, not scored'})", "",
+                  f"What the paper requires: {PAPER.get(component, '')}", ""]
         if entry["passed"]:
             lines += ["Passed: " + ", ".join(f"`{c['check']}`" for c in entry["passed"]) + ".", ""]
         for c in entry["other"]:
@@ -143,10 +144,13 @@ def feedback(result):
 
 
 def gradescope(result):
-    """Gradescope's results.json: one test per component, weighted as in the rubric."""
+    """Gradescope's results.json: one test per component scored, weighted as in the rubric (a component the
+    submission does not have, and the rubric does not require, is not scored)."""
     tests = []
     weights = sum(w for _, w in result.get("components", {}).values()) or 1
     for component, entry in grouped(result).items():
+        if component not in result.get("components", {}):
+            continue
         share, weight = result["components"][component]
         maximum = result["max_score"] * weight / weights
         output = [f"{c['verdict']}: {c['check']}: {c['message'].splitlines()[0] if c['message'] else ''}"
