@@ -60,7 +60,7 @@ ROLE_NAMES = {
                      "srcmask", "sourcemask", "makepaddingmask", "getpaddingmask"],
     "subsequent_mask": ["subsequentmask", "getsubsequentmask", "causalmask", "lookaheadmask", "createlookaheadmask",
                         "makecausalmask", "generatesquaresubsequentmask", "futuremask", "nopeakmask", "makestdmask",
-                        "triumask", "createcausalmask"],
+                        "triumask", "createcausalmask", "maketrgmask", "maketgtmask"],
 }
 
 ARGUMENT_NAMES = {
@@ -387,7 +387,8 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
             learned[name] = "pad_idx"
         elif "drop" in n:
             learned[name] = "dropout"
-        elif n.startswith(("log", "use", "return", "output", "verbose", "debug")):  # a switch, not a size
+        elif n.startswith(("log", "use", "return", "output", "verbose", "debug")) \
+                and not n.endswith(("dim", "size", "vocab", "len", "length", "features")):  # a switch, not a size
             learned[name] = "value:False"
         elif "head" in n and plan.get(name) is None:  # a count of heads shapes no weight: the name is all there is
             learned[name] = "h"
@@ -1070,6 +1071,32 @@ BEHAVIOUR_SCORE = 0.5
 """The rank of a candidate found by what it does, not by its name (below every name that counts)."""
 
 
+METHOD_ROLES = {"padding_mask": "model", "subsequent_mask": "model"}
+"""Function roles that code often writes as a method of the block that uses them, and that do not depend on the
+sizes the block was built with (an attention method reads its head width from the instance: not one of them)."""
+
+
+def method_role(role, owner, bindings, convention, module_name, roles):
+    """``(binding, function)`` for a function role written as a method of the ``owner`` binding's class
+    (``Seq2Seq.make_src_mask(src)`` reading the pad index from the instance): the method of an instance built on
+    the probe configuration, when its name says the role and it works under the role's canonical call; else None."""
+    methods = [name for name, value in vars(owner.target).items() if inspect.isfunction(value)
+               and name_score(name, ROLE_NAMES[role])] if inspect.isclass(owner.target) else []
+    if not methods:
+        return None
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            instance = build_from_plan(owner, PROBE, bindings, convention=convention)
+    except Exception:  # the owner's own code: its checks say what is wrong with it
+        return None
+    for name in methods:
+        binding = Binding(role, f"{owner.name}.{name}", getattr(instance, name))
+        function = function_role(binding, convention)
+        if behaves(Implementation(module_name, {**roles, role: function}), role) is None:
+            return binding, function
+    return None
+
+
 def learns_weights(binding, bindings):
     """Whether ``binding``'s class, built on the probe configuration, has parameters of its own."""
     if not inspect.isclass(binding.target):
@@ -1214,6 +1241,11 @@ def discover(namespace, module_name, overrides=None, modules=None):
                 taken.add(binding.name)
             except (LookupError, ValueError, TypeError):
                 pass
+    for role, owner in METHOD_ROLES.items():
+        if role not in bindings and owner in bindings:
+            found_method = method_role(role, bindings[owner], bindings, convention, module_name, roles)
+            if found_method is not None:
+                bindings[role], roles[role] = found_method
     if any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # the lookups and positions the model feeds
         for role in ("embedding", "positional_encoding"):               # are called in the model's layout
             if role in bindings and bindings[role].layout is None:

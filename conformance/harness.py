@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 from conformance.interface import FUNCTION_ROLES, Config, Implementation, MissingRole
-from conformance.verdicts import Failure, Missing
+from conformance.verdicts import Failure
 
 MODULE_ROLES = ("embedding", "positional_encoding", "multi_head_attention", "feed_forward", "layer_norm",
                 "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "generator", "model")
@@ -169,16 +169,6 @@ def run(case, role, module=None, inputs=None):
 def require_role(impl, role):
     if not impl.has(role):
         raise MissingRole(f"{impl.spec} has no {role!r}")
-
-
-def require_dropout_rate(impl, role):
-    """A dropout check needs to set P_drop: a role whose constructor takes no rate (the enclosing block may drop
-    its output instead) cannot be judged on its own."""
-    fed = impl.hyperparameters(role)
-    if fed is not None and "dropout" not in fed:
-        raise Missing("adapter.dropout_rate_not_taken", f"dropout (P_drop) on {role}'s output (§5.4)",
-                      f"{role}'s constructor takes no dropout rate, so the checker cannot set one: where the code "
-                      "applies dropout, if anywhere, is judged with the block that does")
 
 
 def assert_close(actual, expected, case, cause, requirement, what="outputs"):

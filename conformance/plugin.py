@@ -169,6 +169,11 @@ def classify(excinfo, component, locate=None, impl=None):
     """(verdict, cause, message) for an exception raised by a check; ``impl`` (the implementation) tells the
     crashes that are the checker's own doing (:func:`checker_fault`)."""
     exc = excinfo.value
+    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause.endswith(".dropout_missing") \
+            and not takes(impl, component, "dropout"):
+        return (MISSING, "adapter.dropout_rate_not_taken", f"{component}'s constructor takes no dropout rate, so the "
+                "checker cannot set one: where the code applies dropout, if anywhere, is judged with the block that "
+                f"does ({exc.cause}: {exc.observed})")
     if isinstance(exc, Finding):
         if exc.reproduction is None and exc.verdict != MISSING and harness.LATEST_CASE is not None:
             exc.reproduction = harness.LATEST_CASE.reproduction(component)
@@ -185,6 +190,12 @@ def classify(excinfo, component, locate=None, impl=None):
     if "device" in str(exc) and ("Expected all tensors" in str(exc) or "same device" in str(exc)):
         return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
     return ERROR, crash.cause, message
+
+
+def takes(impl, role, hyperparameter):
+    """Whether the builder of ``role`` feeds ``hyperparameter`` to the code (unknown counts as yes)."""
+    fed = impl.hyperparameters(role) if impl is not None and hasattr(impl, "hyperparameters") else None
+    return fed is None or hyperparameter in fed
 
 
 REFERENCE_FILE = os.path.join(os.path.dirname(PACKAGE_DIR), "reference", "transformer.py")

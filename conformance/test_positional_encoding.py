@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 
 from conformance import strategies
-from conformance.harness import Case, difference, output_tensor, require_dropout_rate, seed_generators
+from conformance.harness import Case, difference, output_tensor, seed_generators
 from conformance.probes import constant_ratio
 from conformance.verdicts import Deviation, Failure
 from reference.transformer import sinusoidal_table
@@ -287,7 +287,6 @@ def test_added_to_input(impl, device, component, drawn):
 def test_dropout_on_the_sums(impl, device, component, drawn):
     """§5.4: "we apply dropout to the sums of the embeddings and the positional encodings": in training with
     P_drop = 0.5 each entry of the output is either 0 or (x + PE) / (1 - P_drop)."""
-    require_dropout_rate(impl, ROLE)
     case = pe_case(impl, device, drawn).with_config(dropout=0.5)
     module = case.build(component)
     cfg, length = case.cfg, case.cfg.max_len
