@@ -406,6 +406,9 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
         isinstance(m, nn.LayerNorm) and tuple(m.normalized_shape) == (v,)
         or isinstance(m, nn.Linear) and m.in_features == m.out_features == v
         or isinstance(m, nn.Embedding) and m.embedding_dim == v for m in module.modules())), None)
+    if d_model is None and role == "generator":  # Linear(d_model, V): the width it takes in
+        d_model = next((n for n, v in probes.items() if any(
+            isinstance(m, nn.Linear) and m.in_features == v for m in module.modules())), None)
     if d_model is None:  # no weight: a table (a buffer or a tensor attribute, a sinusoid's) as wide as d_model
         d_model = next((n for n, v in probes.items() if any(t.dim() >= 2 and t.shape[-1] == v
                                                             for t in tables(module))), None)
@@ -430,8 +433,8 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
             learned[name] = ("max_len" if any(w in n for w in ("pos", "len", "max", "seq")) else
                              "vocab_size" if role != "model" else
                              "tgt_vocab" if any(w in n for w in ("tgt", "trg", "dec", "out", "target")) else "src_vocab")
-        elif inner:
-            learned[name] = "d_ff"
+        elif inner:  # a map out of d_model: into a vocabulary for the generator, else the inner width
+            learned[name] = "vocab_size" if role == "generator" else "d_ff"
         elif positions:  # the rows of a table kept beside the weights (a sinusoid's): one per position
             learned[name] = "max_len"
         elif plan.get(name) is not None:  # a size its name says, that no weight shows: the name's reading stands
@@ -939,9 +942,12 @@ def plan_arguments(function, wanted):
 
 
 def from_convention(mask, convention):
-    """An implementation's mask (any convention) as a canonical boolean mask, True = may attend."""
+    """An implementation's mask (any convention) as a canonical boolean mask, True = may attend (without the head
+    axis of a convention that has one)."""
     if not isinstance(mask, torch.Tensor):
         return mask
+    if (convention or "").endswith(HEAD_AXIS) and mask.dim() == 4 and mask.size(1) == 1:
+        mask = mask.squeeze(1)
     convention = (convention or "keep").removesuffix(HEAD_AXIS)
     if convention == "additive":
         return mask == 0
@@ -1058,6 +1064,8 @@ def ranked(role, found, taken):
         if name in taken or not accepts(role, obj):
             continue
         score = name_score(name.rsplit(".", 1)[-1], ROLE_NAMES[role])
+        if not score and any(word in normalize(name.rsplit(".", 1)[-1]) for word in ROLE_WORDS.get(role, ())):
+            score = WORD_SCORE
         if not score and role == "subsequent_mask" and makes_causal_mask(obj):
             score = BEHAVIOUR_SCORE
         if not score and role == "model" and takes_two_vocabularies(obj):
@@ -1067,6 +1075,9 @@ def ranked(role, found, taken):
     return [(score, name, obj) for score, name, obj in sorted(scored, key=lambda t: -t[0])]
 
 
+ROLE_WORDS = {"sublayer_connection": ("sublayer", "residual"), "generator": ("generator",)}
+"""Words that name a role inside a longer name (``SublayerLogic``, ``DecoderGenerator``)."""
+WORD_SCORE = 0.8
 BEHAVIOUR_SCORE = 0.5
 """The rank of a candidate found by what it does, not by its name (below every name that counts)."""
 

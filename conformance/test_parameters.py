@@ -221,10 +221,7 @@ def parts_of_other_roles(m, component, case):
             parts.append((f"{len(tables)} embedding table(s) (§3.4, §3.5)", count(tables)))
     if component in ("decoder", "decoder_layer"):
         vocabularies = {cfg.vocab_size, cfg.tgt_vocab} - {cfg.d_model}
-        linears = [l for l in m.modules() if isinstance(l, torch.nn.Linear)]
-        projections = [l for l in linears if l.in_features == cfg.d_model and l.out_features in vocabularies
-                       and not any(o.in_features == l.out_features and o.out_features == cfg.d_model
-                                   for o in linears)]  # (the first map of a feed-forward network has a partner)
+        projections = output_projections(m, cfg.d_model, vocabularies)
         if projections:
             parts.append(("the output projection (§3.4)", count(projections)))
     if component in ("feed_forward", "multi_head_attention"):
@@ -247,6 +244,17 @@ def called(m, modules, case, component):
         for hook in hooks:
             hook.remove()
     return [sub for sub in modules if any(sub is r for r in ran)]
+
+
+def output_projections(m, d_model, vocabularies):
+    """The Linear(d_model, V) maps of ``m`` for V in ``vocabularies`` that are not the first map of a feed-forward
+    network (whose parent block also holds its partner, a Linear(V, d_model))."""
+    found = []
+    for parent in m.modules():
+        linears = [c for c in parent.children() if isinstance(c, torch.nn.Linear)]
+        found += [l for l in linears if l.in_features == d_model and l.out_features in vocabularies and not any(
+            o.in_features == l.out_features and o.out_features == d_model for o in linears)]
+    return found
 
 
 def count(modules):
@@ -326,13 +334,13 @@ def unused_generator(m, cfg, called):
     """Parameters whose shapes are the generator's (d_model x V_tgt and V_tgt) of a module never called, or of a
     Linear(d_model, V_tgt) (the model's forward may run it after the decoder output the model role returns): the
     generator legitimately receives no gradient from that output."""
-    exempt = set()
+    exempt, projections = set(), output_projections(m, cfg.d_model, {cfg.tgt_vocab, cfg.vocab_size})
     for module in m.modules():
         own = list(module.parameters(recurse=False))
-        projection = isinstance(module, torch.nn.Linear) and module.in_features == cfg.d_model \
-            and module.out_features == cfg.tgt_vocab
+        projection = any(module is o for o in projections)
+        vocabulary = module.out_features if projection else cfg.tgt_vocab
         if own and (id(module) not in called or projection) and any(p.dim() == 2 for p in own) \
-                and all(cfg.tgt_vocab in p.shape and (p.dim() == 1 or cfg.d_model in p.shape) for p in own):
+                and all(vocabulary in p.shape and (p.dim() == 1 or cfg.d_model in p.shape) for p in own):
             exempt.update(id(p) for p in own)
     return exempt
 

@@ -102,13 +102,16 @@ def main(argv=None):
             except RuntimeError as exc:  # the run wrote no report: the matrix says so, the others still count
                 reports[name] = {"checks": [], "no_report": str(exc)[-2000:]}
             print(f"{name}: {'no report' if 'no_report' in reports[name] else 'checked'}", file=sys.stderr)
-    (out.parent / "third_party.md").write_text(matrix(reports))
     cards = [scorecard(name, data) for name, data in reports.items()]
+    total = [sum(c[i] for c in cards) for i in range(4)]
+    summary = (f"roles found {total[0]}/{total[1]} ({total[0] / total[1]:.0%}), bugs named {total[2]}/{total[3]}, "
+               f"false fail/error {sum(len(c[4]) for c in cards)}")
+    (out.parent / "third_party.md").write_text(
+        matrix(reports) + "\n## Against the expected results\n\n" + "".join(f"- {c[5]}\n" for c in cards)
+        + f"\nIn all: {summary}.\n")
     for *_, false, line in cards:
         print(line + "".join(f"\n    {f.splitlines()[0][:240]}" for f in false))
-    total = [sum(c[i] for c in cards) for i in range(4)]
-    print(f"roles found {total[0]}/{total[1]} ({total[0] / total[1]:.0%}), bugs named {total[2]}/{total[3]}, "
-          f"false fail/error {sum(len(c[4]) for c in cards)}")
+    print(summary)
     print(f"{len(reports)} implementations in {time.perf_counter() - start:.0f} s; matrix: {out.parent / 'third_party.md'}")
 
 
