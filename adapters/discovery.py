@@ -48,8 +48,10 @@ ROLE_NAMES = {
     "layer_norm": ["layernorm", "layernormalization", "layernormalizationblock", "norm", "normalization"],
     "sublayer_connection": ["sublayerconnection", "residualconnection", "skipconnectionblock", "skipconnection",
                             "addnorm", "addandnorm", "residualblock", "residual"],
-    "encoder_layer": ["encoderlayer", "encoderblock", "transformerencoderlayer", "transformerencoderblock"],
-    "decoder_layer": ["decoderlayer", "decoderblock", "transformerdecoderlayer", "transformerdecoderblock"],
+    "encoder_layer": ["encoderlayer", "encoderblock", "transformerencoderlayer", "transformerencoderblock",
+                      "encoderunit"],
+    "decoder_layer": ["decoderlayer", "decoderblock", "transformerdecoderlayer", "transformerdecoderblock",
+                      "decoderunit"],
     "encoder": ["encoder", "encoderstack", "encodersequenceblock", "transformerencoder", "encoders"],
     "decoder": ["decoder", "decoderstack", "decodersequenceblock", "transformerdecoder", "decoders"],
     "generator": ["generator", "projectionlayer", "linearsoftmaxblock", "outputlayer", "projection", "outputprojection",
@@ -573,14 +575,16 @@ SOURCE_WORDS, TARGET_WORDS = ("src", "source", "input", "enc"), ("tgt", "trg", "
 
 
 def sub_block_vocabularies(constructor, cfg):
-    """``{argument: vocabulary size}`` for the embeddings and generator a model receives built: the source side
-    gets src_vocab, the target side and the generator tgt_vocab (by the argument's name, else by order)."""
+    """``{argument: vocabulary size}`` for the embeddings, stacks and generator a model receives built: the source
+    side (and an encoder that embeds) gets src_vocab, the target side, a decoder and the generator tgt_vocab (an
+    embedding's side by the argument's name, else by order)."""
     sizes, embeddings = {}, [a for a, s in constructor.items() if s == "role:embedding"]
     for i, argument in enumerate(embeddings):
         name = argument.lower()
         target = any(w in name for w in TARGET_WORDS) or (i > 0 and not any(w in name for w in SOURCE_WORDS))
         sizes[argument] = cfg.tgt_vocab if target else cfg.src_vocab
-    sizes.update({a: cfg.tgt_vocab for a, s in constructor.items() if s == "role:generator"})
+    sizes.update({a: cfg.tgt_vocab for a, s in constructor.items() if s in ("role:generator", "role:decoder")})
+    sizes.update({a: cfg.src_vocab for a, s in constructor.items() if s == "role:encoder"})  # (stacks that embed)
     return sizes
 
 
@@ -812,8 +816,11 @@ class Adapted(Transparent):
 
     def forward(self, *args):
         named = in_layout(dict(zip(CANONICAL_CALLS[self.role], args)), self.layout)
-        return from_layout(first_tensor(self.inner(**adapt_arguments(self.arguments, named, self.convention))),
-                           self.layout)
+        out = first_tensor(self.inner(**adapt_arguments(self.arguments, named, self.convention)))
+        if self.role in ("encoder", "decoder") and isinstance(out, torch.Tensor) and out.dim() == 4 \
+                and out.shape[1:3] == named["x"].shape[:2]:
+            out = out[-1]  # every layer's output stacked on a new first axis (DETR's decoder): the last layer's
+        return from_layout(out, self.layout)
 
     def inputs_not_accepted(self):
         """See :func:`inputs_not_accepted`; nothing for a forward not defined at all (its own error says why)."""
@@ -1103,9 +1110,20 @@ def method_role(role, owner, bindings, convention, module_name, roles):
     for name in methods:
         binding = Binding(role, f"{owner.name}.{name}", getattr(instance, name))
         function = function_role(binding, convention)
+        if role == "padding_mask":
+            function = with_instance_pad(function)
         if behaves(Implementation(module_name, {**roles, role: function}), role) is None:
             return binding, function
     return None
+
+
+def with_instance_pad(padding_mask):
+    """A padding-mask method reads the pad index its instance was built with (PAD): the canonical call's pad_idx
+    is honoured by swapping the two token values before the call."""
+    def padding_mask_of_instance(tokens, pad_idx):
+        swapped = torch.where(tokens == pad_idx, PAD, torch.where(tokens == PAD, pad_idx, tokens))
+        return padding_mask(swapped, PAD)
+    return padding_mask_of_instance
 
 
 def learns_weights(binding, bindings):
