@@ -116,12 +116,12 @@ SUBMODULE_NAMES = {
 
 CALL_NAMES = {
     "query": ["query", "q", "queries", "x", "input", "inputs", "hidden_state", "src", "tgt", "trg"],
-    "key": ["key", "k", "keys"],
+    "key": ["key", "k", "keys"],  # (and the memory of a layer's init_keys(states))
     "value": ["value", "v", "values"],
     "x": ["x", "input", "inputs", "src", "tgt", "trg", "hidden_state", "hidden_states", "encoder_input",
           "decoder_input", "dec_input", "enc_input", "seq", "embeddings", "tokens", "h"],
     "memory": ["memory", "enc_output", "encoder_output", "enc_out", "m", "context", "last_encoder_block_output",
-               "encoder_outputs", "enc_outputs", "mem", "e_outputs", "encoded"],
+               "encoder_outputs", "enc_outputs", "mem", "e_outputs", "encoded", "states", "encoder_states"],
     "src_mask": ["src_mask", "source_mask", "memory_mask", "enc_mask", "padding_mask", "src_padding_mask",
                  "memory_key_padding_mask", "dec_enc_attn_mask", "enc_dec_mask", "cross_mask", "src_key_padding_mask",
                  "mask", "attn_mask", "attention_mask", "e_mask", "pad_mask", "input_mask"],
@@ -813,9 +813,14 @@ class Adapted(Transparent):
         super().__init__()
         self.inner, self.role, self.convention, self.layout = inner, role, convention, layout
         self.arguments = plan_arguments(inner, CANONICAL_CALLS[role])
+        self.setup = setup_method(type(inner))
+        self.setup_arguments = (plan_arguments(getattr(inner, self.setup), [
+            c for c in CANONICAL_CALLS[role] if c not in {c for _, c in self.arguments}]) if self.setup else [])
 
     def forward(self, *args):
         named = in_layout(dict(zip(CANONICAL_CALLS[self.role], args)), self.layout)
+        if self.setup:  # state the forward reads, set first as the author's own code does (init_keys(key))
+            getattr(self.inner, self.setup)(**argument_values(self.setup_arguments, named, self.convention))
         out = first_tensor(self.inner(**adapt_arguments(self.arguments, named, self.convention)))
         if self.role in ("encoder", "decoder") and isinstance(out, torch.Tensor) and out.dim() == 4 \
                 and out.shape[1:3] == named["x"].shape[:2]:
@@ -827,8 +832,33 @@ class Adapted(Transparent):
         forward = type(self.inner).forward
         if forward is nn.Module.forward:
             return [], None
-        return inputs_not_accepted(forward, self.arguments, self.role, f"{type(self.inner).__name__}.forward",
-                                   skip=1)
+        missing, signature = inputs_not_accepted(forward, self.arguments, self.role,
+                                                 f"{type(self.inner).__name__}.forward", skip=1)
+        return [c for c in missing if c not in {c for _, c in self.setup_arguments}], signature
+
+
+def setup_method(cls):
+    """The method other than ``__init__`` and ``forward`` that sets state ``forward`` reads and ``__init__`` does
+    not set (``init_keys(self, key): self.proj_key = ...``), or is named to (``init_keys(self, states)`` passing
+    them on to its sub-layers), or None."""
+    try:
+        init = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__)))
+        forward = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    made = {n.attr for n in ast.walk(init) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+    read = {n.attr for n in ast.walk(forward) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
+    for name, method in vars(cls).items():
+        if name in ("__init__", "forward") or name.startswith("_") or not inspect.isfunction(method):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        sets = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+        if sets - made & read or name.startswith(("init_", "set_", "prepare")):
+            return name
+    return None
 
 
 def inputs_not_accepted(function, arguments, role, shown, skip=0):
@@ -914,11 +944,13 @@ class AdaptedModel(Transparent):
         return from_layout(raw if out is None else out, self.layout)
 
     def inputs_not_accepted(self):
-        """The canonical inputs a model called through its own forward only takes no parameter for."""
+        """The canonical inputs a model called through its own forward only takes no parameter for (not its masks
+        when it makes them from the pad tokens it is given)."""
         if self.encode_arguments is not None or self.forward_arguments is None:
             return [], None
-        return inputs_not_accepted(type(self.inner).forward, self.forward_arguments, "model",
-                                   f"{type(self.inner).__name__}.forward", skip=1)
+        missing, signature = inputs_not_accepted(type(self.inner).forward, self.forward_arguments, "model",
+                                                 f"{type(self.inner).__name__}.forward", skip=1)
+        return [c for c in missing if not (self.masks_from_tokens and c.endswith("mask"))], signature
 
 
 def decoder_output(model, shape, call):
@@ -1005,7 +1037,21 @@ def module_builder(binding, bindings, convention):
         return Adapted(inner, binding.role, convention, binding.layout)
     build.__name__ = f"build_{binding.role}"
     build.hyperparameters = hyperparameters_fed(binding, bindings)
+    if binding.role == "model" and one_lookup_for_both_sides(binding, bindings, convention):
+        build.hyperparameters.discard("tgt_vocab")  # (a Case then draws one vocabulary for both sides)
     return build
+
+
+def one_lookup_for_both_sides(binding, bindings, convention):
+    """Whether the model, built on the probe configuration, embeds the source and the target with one table
+    (``encoder.src_word_emb.weight = decoder.trg_word_emb.weight``): it has one vocabulary, whatever it is given."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            model = build_from_plan(binding, PROBE, bindings, convention=convention)
+    except Exception:  # the model's own code: its checks say what is wrong with it
+        return False
+    tables = [m.weight for m in model.modules() if isinstance(m, nn.Embedding)]
+    return len(tables) >= 2 and len({id(t) for t in tables}) == 1
 
 
 def hyperparameters_fed(binding, bindings, depth=0):
@@ -1223,7 +1269,7 @@ def discover(namespace, module_name, overrides=None, modules=None):
     for role in ROLE_ORDER:
         forced = overrides.get("roles", {}).get(role)
         options = [(1.0, forced, namespace[forced])] if forced in namespace else ranked(role, found, taken)
-        first_failure = None
+        first_failure = partial = None
         for score, name, obj in options:
             binding = Binding(role, name, obj)
             try:
@@ -1248,6 +1294,10 @@ def discover(namespace, module_name, overrides=None, modules=None):
                 else:
                     binding.layout = None
                     roles[role] = module_builder(binding, bindings, convention)
+            if problem is None and role == "multi_head_attention" and partial is None \
+                    and "key" in Implementation(module_name, roles).build(role, PROBE).inputs_not_accepted()[0]:
+                partial = (binding, roles.pop(role))  # self-attention only: kept unless another one takes keys
+                continue
             if problem is None:
                 bindings[role] = binding
                 taken.add(name)
@@ -1256,6 +1306,10 @@ def discover(namespace, module_name, overrides=None, modules=None):
             if score >= FALLBACK_SCORE:
                 first_failure = first_failure or (binding, problem)
             roles.pop(role)
+        if partial is not None and role not in bindings:
+            bindings[role], roles[role] = partial
+            taken.add(partial[0].name)
+            first_failure = None
         if first_failure and role not in bindings:
             binding, problem = first_failure
             binding.works = False

@@ -133,10 +133,12 @@ def summary(ranked, n=4):
     return ", ".join(f"{formula}: {dist:.2g}" for dist, _, formula in ranked[:n])
 
 
-def judge(role, contract, ranked, repro, tie_breaker=None):
+def judge(role, contract, ranked, repro, tie_breaker=None, all_sub_layers_run=None):
     """Verdict from the ranked placements: pass for the contract's placement, deviation for the other accepted
     one, failure for a broken one, missing when the probe cannot tell (``tie_breaker`` narrows down a list of
-    matching causes)."""
+    matching causes; ``all_sub_layers_run()`` says whether a reading of an unused sub-layer output is belied by
+    every sub-layer running: its output then reaches the layer in a way the probe does not model, such as a
+    sub-layer adding its own residual and norm, or a last map without a bias for the probe to set)."""
     matched = [r for r in ranked if r[0] <= MATCH]
     distances = "relative distances " + summary(ranked)
     if not matched:
@@ -161,6 +163,10 @@ def judge(role, contract, ranked, repro, tie_breaker=None):
     cause = causes[0]
     if cause == ACCEPTED[contract]:
         return
+    if cause == "sublayer_output_unused" and all_sub_layers_run is not None and all_sub_layers_run():
+        raise Missing(f"{role}.norm_order.sub_layer_output_not_seen", REQUIRED[contract],
+                      f"{formula}, although every sub-layer runs: its output reaches the layer's in a way the probe "
+                      f"does not model (a sub-layer adding its own residual and norm?) ({distances})", repro)
     if cause in ACCEPTED.values():
         raise Deviation(f"{role}.norm_order.{cause}", REQUIRED[contract], f"{formula} ({distances})", repro)
     raise Failure(f"{role}.norm_order.{cause}", REQUIRED[contract], f"{formula} ({distances})", repro)
@@ -255,7 +261,21 @@ def test_layer_placement(impl, device, contract, component, drawn):
                 norms_matter = distance(call(fresh, inputs, component), y0, y0.norm()) > 1e-6
             causes = [c for c in causes if c != ("norm_missing" if norms_matter else "pre_norm")]
         return causes
-    judge(component, contract, ranked, repro, tie_breaker=tie_breaker)
+    judge(component, contract, ranked, repro, tie_breaker=tie_breaker,
+          all_sub_layers_run=lambda: all_run(case.build(component), inputs, component))
+
+
+def all_run(layer, inputs, component):
+    """Whether one call of ``layer`` runs every one of its sub-layers (attentions, feed-forward network)."""
+    ran = set()
+    subs = sub_layer_modules(layer)
+    hooks = [m.register_forward_hook(lambda m, *_: ran.add(id(m))) for _, m in subs]
+    try:
+        call(layer, inputs, component)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return bool(subs) and all(id(m) in ran for _, m in subs)
 
 
 @pytest.mark.parametrize("component", ["encoder", "decoder"])

@@ -73,6 +73,8 @@ def known_variants(component, cfg, contract):
         if cfg.src_vocab == cfg.tgt_vocab:
             variants.append(("tied_embeddings", "source, target embeddings and generator weight tied" + note,
                              -2 * v * d))
+            variants.append(("one_embedding_for_both_sides", "one lookup table embeds the source and the target "
+                             "(a shared vocabulary, §3.4)", -v * d))
         variants.append(("generator_outside_model", "the generator is not part of the model", -(d * v + v)))
         variants.append(("embeddings_outside_model", "the token embeddings are not part of the model",
                          -(cfg.src_vocab + v) * d))
@@ -159,6 +161,8 @@ def confirmed(combo, m, cfg, contract, component):
                 return False
         if cause == "tied_embeddings" and len(list(m.parameters())) == \
                 len(list(m.named_parameters(remove_duplicate=False))):
+            return False
+        if cause == "one_embedding_for_both_sides" and sum(isinstance(e, torch.nn.Embedding) for e in m.modules()) > 1:
             return False
     return True
 
