@@ -83,7 +83,8 @@ class LoadedCode:
     """The outcome of :func:`load_code`."""
     path: str
     kind: str
-    """"python", "package", "notebook", "notebook-text", "markdown" or "unreadable"."""
+    """"python", "package", "project" (a folder of modules and packages), "notebook", "notebook-text", "markdown"
+    or "unreadable"."""
     module: types.ModuleType | None
     cells: list[Cell]
     problems: list[CellProblem]
@@ -100,7 +101,7 @@ class LoadedCode:
         if self.module is None:
             return set()
         own = {self.module.__name__}
-        base = Path(self.path).resolve() if self.kind == "package" else Path(self.path).resolve().parent
+        base = Path(self.path).resolve() if self.kind in FOLDERS else Path(self.path).resolve().parent
         folders = [base] + [Path(r) for r in self.roots if base.is_relative_to(Path(r))]
         for name, module in list(sys.modules.items()):
             filename = getattr(module, "__file__", None)
@@ -119,7 +120,7 @@ class LoadedCode:
     def source_location(self, filename: str, lineno: int) -> str | None:
         """Map a code file name and line (as in tracebacks) to e.g. "cell 3, line 5 (file line 57)"; None when the
         code is not this submission's."""
-        if self.kind == "package":
+        if self.kind in FOLDERS:
             if not os.path.isabs(filename):
                 return None
             try:
@@ -409,9 +410,11 @@ def extract_cells(path: str | os.PathLike) -> tuple[str, list[Cell]]:
     path = Path(path)
     if path.is_dir():
         init = path / "__init__.py"
-        if not init.is_file():
-            raise LoadError(f"directory {path} has no __init__.py: not a package")
-        return "package", [Cell(1, _read_text(init), f"{path.name}/__init__.py", 1)]
+        if init.is_file():
+            return "package", [Cell(1, _read_text(init), f"{path.name}/__init__.py", 1)]
+        if not project_files(path):
+            raise LoadError(f"directory {path} holds no Python module that only defines code (classes, functions)")
+        return "project", [Cell(1, "", f"{path.name}/", 1)]
     text = _read_text(path)
     kind = detect_kind(text)
     if kind == "notebook":
@@ -532,14 +535,14 @@ def _problem(result: LoadedCode, cell: Cell, exc: BaseException, limit: float, t
     """Describe what ``exc``, raised while running ``cell``, means and where it came from."""
     frames = [(f.f_code.co_filename, line or 0) for f, line in traceback.walk_tb(exc.__traceback__)]
     ours = [(name, line) for name, line in frames if result.source_location(name, line)]
-    if result.kind == "package":
+    if result.kind in FOLDERS:
         own = ours
     else:
         own = [(name, line) for name, line in frames if name == cell_file(result.path, cell.number)]
     where, lineno = cell.label, None
     if own:
         where = result.source_location(*own[-1])
-        lineno = own[-1][1] if result.kind == "package" else _file_line(cell, own[-1][1])
+        lineno = own[-1][1] if result.kind in FOLDERS else _file_line(cell, own[-1][1])
         if ours and ours[-1] != own[-1]:
             where += f", raised in {result.source_location(*ours[-1])}"
     if isinstance(exc, _Timeout):
@@ -691,6 +694,65 @@ def _import_package(result: LoadedCode, cell_timeout: float) -> None:
     result.cells[0].output = out.text
 
 
+def _import_project(result: LoadedCode, cell_timeout: float) -> None:
+    """Import a project folder as its author does, with the folder on ``sys.path``: every module of it that only
+    defines code (:func:`project_files`), under its dotted name (``models.definitions.transformer_model``), each
+    within ``cell_timeout``. Scripts (training loops at top level) and tests are left alone."""
+    directory = Path(result.path).resolve()
+    if str(directory) not in sys.path:
+        sys.path.insert(0, str(directory))
+        result.roots.insert(0, str(directory))
+    result.module = types.ModuleType(_module_name(result.path))
+    result.module.__file__ = str(directory / "__init__.py")
+    sys.modules[result.module.__name__] = result.module
+    out = _Tail()
+    for file in project_files(directory):
+        name = ".".join(file.relative_to(directory).with_suffix("").parts)
+        if name.endswith(".__init__"):
+            name = name.removesuffix(".__init__")
+        if name in sys.modules:
+            continue
+        known = {problem.message for problem in result.problems}
+        _execute(result, result.cells[0], lambda: importlib.import_module(name),
+                 time.monotonic() + cell_timeout, cell_timeout, None, out)
+        if len(result.problems) > len(known) and result.problems[-1].message in known:
+            result.problems.pop()  # a module imported earlier already met this failure
+    result.cells[0].output = out.text
+
+
+DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
+               ast.AnnAssign, ast.Try)
+
+
+def project_files(directory: Path) -> list[Path]:
+    """The modules of a project folder that only define code: every top-level statement an import, a definition,
+    an assignment, a docstring, a ``try`` (of imports) or an ``if __name__ == "__main__"`` block; not tests, not
+    hidden or private folders, not a virtual environment; sorted, packages' ``__init__`` first."""
+    found = []
+    for file in sorted(Path(directory).rglob("*.py")):
+        parts = file.relative_to(directory).parts
+        if any(p.startswith((".", "_")) and p != "__init__.py" or p in ("tests", "test", "venv", "env", "build")
+               for p in parts) or file.name.startswith(("test_", "setup")) or not all(
+                p.isidentifier() for p in parts[:-1] + (file.stem,)):
+            continue
+        try:
+            tree = ast.parse(_read_text(file))
+        except (SyntaxError, ValueError, OSError, LoadError):
+            continue
+        if all(isinstance(node, DEFINITIONS) or _is_docstring(node) or _is_main_guard(node) for node in tree.body):
+            found.append(file)
+    return sorted(found, key=lambda f: (f.parent.parts, f.name != "__init__.py", f.name))
+
+
+def _is_docstring(node) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+
+
+def _is_main_guard(node) -> bool:
+    return isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+
+
+FOLDERS = ("package", "project")
 CHECKER = Path(__file__).resolve().parents[1]
 
 
@@ -760,6 +822,8 @@ def load_code(path: str | os.PathLike, *, cell_timeout: float = 10.0, total_time
     with _sandbox(path):
         if kind == "package":
             _import_package(result, cell_timeout)
+        elif kind == "project":
+            _import_project(result, cell_timeout)
         else:
             result.module = types.ModuleType(_module_name(path))
             result.module.__file__ = os.path.abspath(path)

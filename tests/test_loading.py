@@ -279,7 +279,7 @@ def test_unloadable_content_gives_a_fatal_message(tmp_path, content, fatal, kind
 
 def test_missing_path_gives_a_fatal_message(tmp_path):
     assert "cannot read" in load_code(tmp_path / "absent.txt").fatal
-    assert "no __init__.py" in load_code(tmp_path).fatal
+    assert "holds no Python module that only defines code" in load_code(tmp_path).fatal
 
 
 def test_notebook_without_metadata_still_loads(tmp_path):

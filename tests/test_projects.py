@@ -218,3 +218,18 @@ def test_an_importable_module_name_is_discovered_like_its_file(tmp_path, monkeyp
     impl = load_implementation("theirpkg.models")
     assert "feed_forward" in impl.roles, impl.notes
     assert any(n.startswith("feed_forward: PositionwiseFeedforwardLayer") for n in impl.notes), impl.notes
+
+
+def test_a_project_folder_is_read_whole_and_its_scripts_are_not_run(tmp_path):
+    ran = tmp_path / "trained"
+    project = write(tmp_path / "repo", {
+        "README.md": "a project",
+        "models/definitions/layers.py": FFN,
+        "utils/constants.py": "WIDTH = 512\n",
+        "train.py": "from models.definitions.layers import PositionwiseFeedforwardLayer\n"
+                    f"open({str(ran)!r}, 'w').write('the script ran')\n",
+    })
+    impl = load_implementation(str(project))
+    assert "loaded as project: 1 code cell(s)" in impl.notes
+    assert "feed_forward" in impl.roles, impl.notes
+    assert not ran.exists()
