@@ -813,15 +813,15 @@ class Adapted(Transparent):
         super().__init__()
         self.inner, self.role, self.convention, self.layout = inner, role, convention, layout
         self.arguments = plan_arguments(inner, CANONICAL_CALLS[role])
-        self.setup = setup_method(type(inner))
-        self.setup_arguments = (plan_arguments(getattr(inner, self.setup), [
-            c for c in CANONICAL_CALLS[role] if c not in {c for _, c in self.arguments}]) if self.setup else [])
+        self.setup, self.setup_arguments = setup_call(inner, role, {c for _, c in self.arguments})
 
     def forward(self, *args):
         named = in_layout(dict(zip(CANONICAL_CALLS[self.role], args)), self.layout)
         if self.setup:  # state the forward reads, set first as the author's own code does (init_keys(key))
             getattr(self.inner, self.setup)(**argument_values(self.setup_arguments, named, self.convention))
         out = first_tensor(self.inner(**adapt_arguments(self.arguments, named, self.convention)))
+        if self.role == "positional_encoding" and returns_table(out, named["x"]):
+            out = named["x"] + out  # the (length, d_model) table alone: its caller adds it, as the author's does
         if self.role in ("encoder", "decoder") and isinstance(out, torch.Tensor) and out.dim() == 4 \
                 and out.shape[1:3] == named["x"].shape[:2]:
             out = out[-1]  # every layer's output stacked on a new first axis (DETR's decoder): the last layer's
@@ -837,6 +837,26 @@ class Adapted(Transparent):
         return [c for c in missing if c not in {c for _, c in self.setup_arguments}], signature
 
 
+def returns_table(out, x):
+    """Whether a positional encoding returned its (length, d_model) table for ``x`` rather than ``x`` plus it."""
+    return isinstance(out, torch.Tensor) and out.dim() == 2 and x.dim() == 3 and tuple(out.shape) == x.shape[1:]
+
+
+def setup_call(inner, role, taken):
+    """``(name, plan)`` of the set-up method of ``inner`` (:func:`setup_method`) when each of its parameters gets a
+    canonical input its forward does not take (``init_keys(key)``), else ``(None, [])``."""
+    name = setup_method(type(inner))
+    if name is None:
+        return None, []
+    try:
+        required = [p for p in inspect.signature(getattr(inner, name)).parameters.values() if p.default is p.empty]
+    except (TypeError, ValueError):
+        return None, []
+    plan = plan_arguments(getattr(inner, name), [c for c in CANONICAL_CALLS[role] if c not in taken])
+    fed = {n for n, c in plan if not c.startswith("value:")}
+    return (name, plan) if required and all(p.name in fed for p in required) else (None, [])
+
+
 def setup_method(cls):
     """The method other than ``__init__`` and ``forward`` that sets state ``forward`` reads and ``__init__`` does
     not set (``init_keys(self, key): self.proj_key = ...``), or is named to (``init_keys(self, states)`` passing
@@ -849,7 +869,8 @@ def setup_method(cls):
     made = {n.attr for n in ast.walk(init) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
     read = {n.attr for n in ast.walk(forward) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
     for name, method in vars(cls).items():
-        if name in ("__init__", "forward") or name.startswith("_") or not inspect.isfunction(method):
+        if name in ("__init__", "forward") or name.startswith("_") or not inspect.isfunction(method) \
+                or any(word in name for word in ("weight", "param", "reset")):
             continue
         try:
             tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
@@ -1329,6 +1350,12 @@ def discover(namespace, module_name, overrides=None, modules=None):
             found_method = method_role(role, bindings[owner], bindings, convention, module_name, roles)
             if found_method is not None:
                 bindings[role], roles[role] = found_method
+    if "positional_encoding" in bindings and bindings["positional_encoding"].works:
+        table = Implementation(module_name, roles).build("positional_encoding", PROBE).eval()
+        x = torch.zeros(2, 5, PROBE.d_model)
+        if returns_table(first_tensor(table.inner(**adapt_arguments(table.arguments, {"x": x}, convention))), x):
+            bindings["positional_encoding"].notes.append("returns the (length, d_model) table, which its caller adds "
+                                                         "to the embeddings: checked as x + table")
     if any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # the lookups and positions the model feeds
         for role in ("embedding", "positional_encoding"):               # are called in the model's layout
             if role in bindings and bindings[role].layout is None:
