@@ -174,6 +174,11 @@ def classify(excinfo, component, locate=None, impl=None):
         return (MISSING, "adapter.dropout_rate_not_taken", f"{component}'s constructor takes no dropout rate, so the "
                 "checker cannot set one: where the code applies dropout, if anywhere, is judged with the block that "
                 f"does ({exc.cause}: {exc.observed})")
+    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause.endswith(".parameters.count") \
+            and component in ATTENTION_BLOCKS and not takes(impl, component, "h"):
+        return (MISSING, "adapter.head_count_not_taken", f"{component}'s constructor takes no head count, so the "
+                "checker cannot set the one the count was drawn for: a width its code splits into a head count of "
+                f"its own may not divide ({exc.cause}: {exc.observed})")
     if isinstance(exc, Finding):
         if exc.reproduction is None and exc.verdict != MISSING and harness.LATEST_CASE is not None:
             exc.reproduction = harness.LATEST_CASE.reproduction(component)
@@ -190,6 +195,9 @@ def classify(excinfo, component, locate=None, impl=None):
     if "device" in str(exc) and ("Expected all tensors" in str(exc) or "same device" in str(exc)):
         return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
     return ERROR, crash.cause, message
+
+
+ATTENTION_BLOCKS = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")
 
 
 def takes(impl, role, hyperparameter):
