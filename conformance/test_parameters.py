@@ -76,6 +76,7 @@ def known_variants(component, cfg, contract):
             variants.append(("one_embedding_for_both_sides", "one lookup table embeds the source and the target "
                              "(a shared vocabulary, §3.4)", -v * d))
         variants.append(("generator_outside_model", "the generator is not part of the model", -(d * v + v)))
+        variants.append(("generator_without_bias", "the generator's linear map without a bias", -v))
         variants.append(("embeddings_outside_model", "the token embeddings are not part of the model",
                          -(cfg.src_vocab + v) * d))
     if component in NORMS:
@@ -91,7 +92,7 @@ def known_variants(component, cfg, contract):
 
 def explain_variants(diff, variants):
     """The combinations of variants (one per cause) whose differences add up to ``diff``, smallest first."""
-    for size in range(1, 4):
+    for size in range(1, 5):
         for combo in itertools.combinations(variants, size):
             if len({c for c, _, _ in combo}) == size and sum(delta for _, _, delta in combo) == diff:
                 yield combo
@@ -163,6 +164,9 @@ def confirmed(combo, m, cfg, contract, component):
                 len(list(m.named_parameters(remove_duplicate=False))):
             return False
         if cause == "one_embedding_for_both_sides" and sum(isinstance(e, torch.nn.Embedding) for e in m.modules()) > 1:
+            return False
+        if cause == "generator_without_bias" and not any(
+                l.bias is None for l in output_projections(m, cfg.d_model, {cfg.tgt_vocab})):
             return False
     return True
 
