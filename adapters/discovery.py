@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from adapters.lint import self_attributes
 from conformance.harness import PAD, Case, run
 from conformance.interface import FUNCTION_ROLES, Config, Implementation, call_with_canonical_arguments
 
@@ -299,16 +300,24 @@ def constructor_plan(target, role, bindings):
     return plan
 
 
+def probe_build(binding, bindings, convention="keep"):
+    """``binding`` built on the probe configuration (its prints swallowed), or None when its own code fails there
+    (its checks say what is wrong with it)."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return build_from_plan(binding, PROBE, bindings, convention=convention)
+    except Exception:  # the candidate's own code
+        return None
+
+
 def layer_counts(target, role, plan, names, bindings):
     """The defaulted arguments of a stack or model, named otherwise (``n_e=6, n_d=6``), that set how many layers it
     builds: each built with its own probe value, those that come out as the length of a list of layers mean N."""
     probes = dict(zip(names, PROBE_SIZES))
     trial = Binding(role, getattr(target, "__name__", target), target,
                     {**plan, **{n: f"value:{v}" for n, v in probes.items()}})
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            module = build_from_plan(trial, PROBE, bindings)
-    except Exception:  # the candidate's own code under probe values: its defaults stand
+    module = probe_build(trial, bindings)
+    if module is None:  # the candidate's own code under probe values: its defaults stand
         return {}
     lengths = {len(m) for m in module.modules() if isinstance(m, (nn.ModuleList, nn.Sequential))}
     return {name: "N" for name, value in probes.items() if value in lengths}
@@ -861,23 +870,15 @@ def setup_method(cls):
     """The method other than ``__init__`` and ``forward`` that sets state ``forward`` reads and ``__init__`` does
     not set (``init_keys(self, key): self.proj_key = ...``), or is named to (``init_keys(self, states)`` passing
     them on to its sub-layers), or None."""
-    try:
-        init = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__)))
-        forward = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
-    except (OSError, TypeError, SyntaxError):
+    made, read = self_attributes(cls.__init__), self_attributes(cls.forward, ast.Load)
+    if made is None or read is None:
         return None
-    made = {n.attr for n in ast.walk(init) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
-    read = {n.attr for n in ast.walk(forward) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
     for name, method in vars(cls).items():
         if name in ("__init__", "forward") or name.startswith("_") or not inspect.isfunction(method) \
                 or any(word in name for word in ("weight", "param", "reset")):
             continue
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
-        except (OSError, TypeError, SyntaxError):
-            continue
-        sets = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
-        if sets - made & read or name.startswith(("init_", "set_", "prepare")):
+        sets = self_attributes(method)
+        if sets is not None and (sets - made & read or name.startswith(("init_", "set_", "prepare"))):
             return name
     return None
 
@@ -1066,12 +1067,8 @@ def module_builder(binding, bindings, convention):
 def one_lookup_for_both_sides(binding, bindings, convention):
     """Whether the model, built on the probe configuration, embeds the source and the target with one table
     (``encoder.src_word_emb.weight = decoder.trg_word_emb.weight``): it has one vocabulary, whatever it is given."""
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            model = build_from_plan(binding, PROBE, bindings, convention=convention)
-    except Exception:  # the model's own code: its checks say what is wrong with it
-        return False
-    tables = [m.weight for m in model.modules() if isinstance(m, nn.Embedding)]
+    model = probe_build(binding, bindings, convention)
+    tables = [m.weight for m in model.modules() if isinstance(m, nn.Embedding)] if model is not None else []
     return len(tables) >= 2 and len({id(t) for t in tables}) == 1
 
 
@@ -1169,10 +1166,8 @@ def method_role(role, owner, bindings, convention, module_name, roles):
                and name_score(name, ROLE_NAMES[role])] if inspect.isclass(owner.target) else []
     if not methods:
         return None
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            instance = build_from_plan(owner, PROBE, bindings, convention=convention)
-    except Exception:  # the owner's own code: its checks say what is wrong with it
+    instance = probe_build(owner, bindings, convention)
+    if instance is None:
         return None
     for name in methods:
         binding = Binding(role, f"{owner.name}.{name}", getattr(instance, name))
@@ -1195,13 +1190,8 @@ def with_instance_pad(padding_mask):
 
 def learns_weights(binding, bindings):
     """Whether ``binding``'s class, built on the probe configuration, has parameters of its own."""
-    if not inspect.isclass(binding.target):
-        return False
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            return any(True for _ in build_from_plan(binding, PROBE, bindings).parameters())
-    except Exception:  # the candidate's own code: its checks say what is wrong with it
-        return False
+    module = probe_build(binding, bindings) if inspect.isclass(binding.target) else None
+    return module is not None and any(True for _ in module.parameters())
 
 
 def takes_two_vocabularies(cls):

@@ -15,6 +15,7 @@ import ast
 import builtins
 import difflib
 import inspect
+import textwrap
 from dataclasses import dataclass
 
 import torch.nn as nn
@@ -93,6 +94,16 @@ def forward_returns_nothing(name, node):
             return None
     return forward, (f"{name}.forward has no return statement with a value: it returns None, so whatever uses "
                      f"{name} receives None instead of its output")
+
+
+def self_attributes(function, context=ast.Store):
+    """The attribute names ``function``'s source stores (``context=ast.Store``) or reads (``ast.Load``), or None
+    when its source cannot be read."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    return {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, context)}
 
 
 def attributes_never_assigned(cls, node, assigned):

@@ -6,7 +6,6 @@ Registered through the ``pytest11`` entry point ``conformance`` (see pyproject.t
 """
 import ast
 import builtins
-import inspect
 import json
 import linecache
 import os
@@ -21,6 +20,7 @@ import torch
 from hypothesis import HealthCheck, Phase, settings
 
 from adapters.discovery import TAKES_TOKEN_IDS
+from adapters.lint import self_attributes
 from adapters.submission import load_implementation
 from conformance import crashes, harness, verdicts
 from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole
@@ -264,16 +264,8 @@ def setup_method(exc):
     owner, name = getattr(exc, "obj", None), getattr(exc, "name", None)
     if not isinstance(exc, AttributeError) or not isinstance(owner, torch.nn.Module) or not name:
         return None
-    for method_name, method in vars(type(owner)).items():
-        if method_name == "__init__" or not callable(method):
-            continue
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
-        except (OSError, TypeError, SyntaxError):
-            continue
-        if any(isinstance(t, ast.Attribute) and t.attr == name and isinstance(t.ctx, ast.Store) for t in ast.walk(tree)):
-            return method_name
-    return None
+    return next((method_name for method_name, method in vars(type(owner)).items()
+                 if method_name != "__init__" and callable(method) and name in (self_attributes(method) or ())), None)
 
 
 def stated_precondition(exc, tb):
