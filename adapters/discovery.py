@@ -206,6 +206,12 @@ class Binding:
     """False when bound although it fails under the canonical call (the best candidate there was)."""
     layout: str = None
     """``SEQUENCE_FIRST`` for code written for (sequence, batch, d_model) tensors, found by behaviour."""
+    part_of: tuple = None
+    """``(enclosing binding, path, bindings)`` for a block found inside a bound block (:func:`parts_in_built_blocks`)
+    and built as that block builds it; the path is None for a method of the enclosing block."""
+    masks: str = None
+    """The mask convention of this role where its masks have another shape than the others' (found by behaviour:
+    a layer taking key-padding vectors, its attention block taking masks with a head axis)."""
     takes_token_ids: bool = False
     """A stack or layer that embeds token ids itself: its canonical call (vectors) fails, yet the blocks that build
     it call it with tokens, so they are built with it and not with a stand-in."""
@@ -474,6 +480,9 @@ def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
     code's mask convention, for the stand-ins of :func:`standing_in`)."""
     if depth > 4:
         raise RecursionError("sub-blocks nest too deeply")
+    if binding.part_of is not None:
+        owner, path, within = binding.part_of
+        return build_from_plan(owner, cfg, within, depth + 1, convention).get_submodule(path)
     kwargs = {}
     vocabularies = sub_block_vocabularies(binding.constructor, cfg) if binding.role == "model" else {}
     for argument, source in binding.constructor.items():
@@ -744,9 +753,17 @@ HEAD_AXIS = "+heads"
 the (batch, h, Lq, Lk) scores without adding the axis itself."""
 
 
+KEY_VECTORS = "+keys"
+"""Suffix of a convention whose masks are (batch, Lk) vectors, the keys some query may see (a key-padding mask, as
+code that views it as (batch, 1, 1, Lk) takes it): what else the canonical mask blocks is not given."""
+
+
 def describe_convention(convention):
-    base = convention.removesuffix(HEAD_AXIS)
-    return MASK_CONVENTIONS[base] + ("; masks given a head axis (batch, 1, Lq, Lk)" if base != convention else "")
+    base = convention.removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS)
+    shape = ("; masks given a head axis (batch, 1, Lq, Lk)" if convention.endswith(HEAD_AXIS) else
+             "; masks given as (batch, Lk) key-padding vectors, which cannot say what else a query may not see"
+             if convention.endswith(KEY_VECTORS) else "")
+    return MASK_CONVENTIONS[base] + shape
 
 
 def to_convention(mask, convention):
@@ -756,6 +773,9 @@ def to_convention(mask, convention):
     if convention.endswith(HEAD_AXIS):
         mask = mask.unsqueeze(1) if mask.dim() == 3 else mask
         convention = convention.removesuffix(HEAD_AXIS)
+    if convention.endswith(KEY_VECTORS):
+        mask = mask.any(-2) if mask.dim() == 3 else mask
+        convention = convention.removesuffix(KEY_VECTORS)
     if convention == "blocked":
         return ~mask
     if convention == "additive":
@@ -818,10 +838,10 @@ class Adapted(Transparent):
     """A candidate module under the canonical call of its role (inputs by name, masks converted, tensors in the
     code's layout)."""
 
-    def __init__(self, inner, role, convention, layout=None):
+    def __init__(self, inner, role, convention, layout=None, arguments=None):
         super().__init__()
         self.inner, self.role, self.convention, self.layout = inner, role, convention, layout
-        self.arguments = plan_arguments(inner, CANONICAL_CALLS[role])
+        self.arguments = arguments or plan_arguments(inner, CANONICAL_CALLS[role])
         self.setup, self.setup_arguments = setup_call(inner, role, {c for _, c in self.arguments})
 
     def forward(self, *args):
@@ -1009,7 +1029,9 @@ def from_convention(mask, convention):
         return mask
     if (convention or "").endswith(HEAD_AXIS) and mask.dim() == 4 and mask.size(1) == 1:
         mask = mask.squeeze(1)
-    convention = (convention or "keep").removesuffix(HEAD_AXIS)
+    if (convention or "").endswith(KEY_VECTORS) and mask.dim() == 2:
+        mask = mask.unsqueeze(-2)
+    convention = (convention or "keep").removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS)
     if convention == "additive":
         return mask == 0
     return (mask == 0) if convention == "blocked" else (mask != 0)
@@ -1020,7 +1042,18 @@ TENSOR_SIZE_NAMES = {"seq", "tgt", "trg", "x", "tokens", "sequence", "target"}
 
 def function_role(binding, convention):
     """The canonical callable for a function role (attention, the mask helpers)."""
+    convention = binding.masks or convention
     target, role = binding.target, binding.role
+    if binding.part_of is not None and binding.part_of[1] is None:  # a method of a block, computing attention
+        owner, _, within = binding.part_of
+
+        def attention(query, key, value, mask=None):
+            cfg = dataclasses.replace(PROBE, d_model=query.size(-1) * PROBE.h)
+            block = build_from_plan(owner, cfg, within, convention=convention).to(query.device, query.dtype).eval()
+            method = getattr(block, target.__name__)
+            return method(**adapt_arguments(plan_arguments(method, CANONICAL_CALLS["attention"]), dict(zip(
+                CANONICAL_CALLS["attention"], (query, key, value, mask))), convention))
+        return attention
     if inspect.isclass(target):  # an attention module such as ScaledDotProductAttention(d_k, dropout)
         def attention(query, key, value, mask=None):
             cfg = dataclasses.replace(PROBE, d_model=query.size(-1) * PROBE.h)
@@ -1051,12 +1084,13 @@ def function_role(binding, convention):
 
 def module_builder(binding, bindings, convention):
     """The canonical builder of a module role: construct from the plan, wrap under the canonical call."""
+    convention = binding.masks or convention
     def build(**cfg_values):
         cfg = Config(**cfg_values)
         inner = build_from_plan(binding, cfg, bindings, convention=convention)
         if binding.role == "model":
             return AdaptedModel(inner, convention, cfg.d_model, binding.layout)
-        return Adapted(inner, binding.role, convention, binding.layout)
+        return Adapted(inner, binding.role, convention, binding.layout, binding.call)
     build.__name__ = f"build_{binding.role}"
     build.hyperparameters = hyperparameters_fed(binding, bindings)
     if binding.role == "model" and one_lookup_for_both_sides(binding, bindings, convention):
@@ -1075,6 +1109,8 @@ def one_lookup_for_both_sides(binding, bindings, convention):
 def hyperparameters_fed(binding, bindings, depth=0):
     """The canonical hyperparameters (sizes, h, dropout) that reach ``binding``'s constructor, its own and its
     sub-blocks' (a feed-forward network whose width is fixed in its code, ``4 * d_model``, is not fed d_ff)."""
+    if binding.part_of is not None:
+        return hyperparameters_fed(binding.part_of[0], bindings, depth + 1)
     fed = set()
     for source in binding.constructor.values():
         inner = (bindings.get(source[5:]) if source.startswith("role:")
@@ -1108,6 +1144,29 @@ FALLBACK_SCORE = 0.9
 """A candidate that does not work under the canonical call is still bound (so its crash is reported and
 diagnosed) when its name is this close to the role's."""
 
+MASKED = ("attention", "multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")
+"""The roles called with masks."""
+
+
+def masks_of_another_shape(binding, module_name, roles, bindings, convention):
+    """Whether ``binding`` works under the canonical call with its masks in another shape (:data:`HEAD_AXIS`,
+    :data:`KEY_VECTORS`), which it then keeps (``roles`` updated, a note added)."""
+    base = convention.removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS)
+    for shape in (HEAD_AXIS, KEY_VECTORS):
+        if convention.endswith(shape):
+            continue
+        binding.masks = base + shape
+        roles[binding.role] = (function_role(binding, convention) if binding.role in FUNCTION_ROLES
+                               else module_builder(binding, bindings, convention))
+        if behaves(Implementation(module_name, roles), binding.role) is None:
+            binding.notes.append(f"(masks: {describe_convention(binding.masks)})")
+            return True
+    binding.masks = None
+    roles[binding.role] = (function_role(binding, convention) if binding.role in FUNCTION_ROLES
+                           else module_builder(binding, bindings, convention))
+    return False
+
+
 LAID_OUT = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")
 """The roles whose layout is told by behaviour: they mix positions, so a call in the wrong one fails or mixes
 samples."""
@@ -1126,16 +1185,18 @@ def accepts(role, obj):
     return inspect.isclass(obj)
 
 
-def ranked(role, found, taken):
-    """Candidates for ``role``, best name first; an object already bound to another role is not a candidate. A
-    function whose name says nothing is still a subsequent-mask helper when it makes one (:func:`makes_causal_mask`),
-    ranked after the names."""
+def ranked(role, found, taken, prefer=frozenset()):
+    """Candidates for ``role``, those named in ``prefer`` first, then best name first; an object already bound to
+    another role is not a candidate. A function whose name says nothing is still a subsequent-mask helper when it
+    makes one (:func:`makes_causal_mask`), ranked after the names."""
     scored = []
     for name, obj in found.items():
         if name in taken or not accepts(role, obj):
             continue
-        score = name_score(name.rsplit(".", 1)[-1], ROLE_NAMES[role])
-        if not score and any(word in normalize(name.rsplit(".", 1)[-1]) for word in ROLE_WORDS.get(role, ())):
+        short = name.rsplit(".", 1)[-1]
+        score = name_score(short, ROLE_NAMES[role])
+        if not score and (any(word in normalize(short) for word in ROLE_WORDS.get(role, ()))
+                          or names_the_role(short, role)):
             score = WORD_SCORE
         if not score and role == "subsequent_mask" and makes_causal_mask(obj):
             score = BEHAVIOUR_SCORE
@@ -1143,11 +1204,22 @@ def ranked(role, found, taken):
             score = BEHAVIOUR_SCORE
         if score:
             scored.append((score, name, obj))
-    return [(score, name, obj) for score, name, obj in sorted(scored, key=lambda t: -t[0])]
+    return sorted(scored, key=lambda t: (t[1] not in prefer, -t[0]))
 
 
 ROLE_WORDS = {"sublayer_connection": ("sublayer", "residual"), "generator": ("generator",)}
 """Words that name a role inside a longer name (``SublayerLogic``, ``DecoderGenerator``)."""
+
+
+def names_the_role(name, role):
+    """Whether a run of the words of ``name`` (split at capitals, digits and underscores) is a name of ``role``, and
+    no longer run names another role: ``EncoderTransf`` names the encoder and ``VanillaTransformer`` the model, but
+    ``EncoderLayer`` names the encoder layer, not the encoder."""
+    words = [w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)]
+    runs = {"".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)}
+    longest = {r: max((len(run) for run in runs if run in {normalize(s) for s in synonyms}), default=0)
+               for r, synonyms in ROLE_NAMES.items()}
+    return longest[role] > 0 and longest[role] == max(longest.values())
 WORD_SCORE = 0.8
 BEHAVIOUR_SCORE = 0.5
 """The rank of a candidate found by what it does, not by its name (below every name that counts)."""
@@ -1170,12 +1242,21 @@ def method_role(role, owner, bindings, convention, module_name, roles):
     if instance is None:
         return None
     for name in methods:
-        binding = Binding(role, f"{owner.name}.{name}", getattr(instance, name))
+        binding = Binding(role, f"{owner.name}.{name}", getattr(instance, name),
+                          masks=helper_masks(role, bindings, convention))
         function = function_role(binding, convention)
         if role == "padding_mask":
             function = with_instance_pad(function)
         if behaves(Implementation(module_name, {**roles, role: function}), role) is None:
             return binding, function
+    return None
+
+
+def helper_masks(role, bindings, convention):
+    """The convention of a mask helper's masks where the blocks it makes masks for take them with a head axis
+    (found by behaviour, :func:`masks_of_another_shape`): with the head axis too; else None (the code's)."""
+    if role in MASK_CALLS and any((b.masks or "").endswith(HEAD_AXIS) for b in bindings.values()):
+        return convention.removesuffix(KEY_VECTORS) + HEAD_AXIS
     return None
 
 
@@ -1195,12 +1276,17 @@ def learns_weights(binding, bindings):
 
 
 def takes_two_vocabularies(cls):
-    """A module class whose constructor takes a source and a target vocabulary size: a whole model, whatever its
-    name (``Translator(..., src_vocab_size, tgt_vocab_size, ...)``)."""
+    """A module class whose constructor takes a source and a target vocabulary size, itself or in its configuration
+    object: a whole model, whatever its name (``Translator(..., src_vocab_size, tgt_vocab_size, ...)``)."""
     try:
-        names = {argument_role(p) for p in inspect.signature(cls).parameters} if inspect.isclass(cls) else set()
+        parameters = list(inspect.signature(cls).parameters.values()) if inspect.isclass(cls) else []
     except (TypeError, ValueError):
         return False
+    names = {argument_role(p.name) for p in parameters}
+    for p in parameters:  # or fields of its configuration object its own code reads (config.input_vocab_size, ...)
+        fields = config_fields(cls, p) or ()
+        source = inspect.getsource(cls) if fields else ""
+        names |= {argument_role(f) for f in fields if f".{f}" in source}
     return {"src_vocab", "tgt_vocab"} <= names
 
 
@@ -1268,21 +1354,159 @@ class Discovery:
         """How many roles were bound although they fail under the canonical call."""
         return sum("does not work under the canonical call" in note for note in self.notes)
 
+    @property
+    def working(self):
+        """How many roles were bound and work under the canonical call."""
+        return len(self.bindings) - len(self.broken)
+
 
 def discover(namespace, module_name, overrides=None, modules=None):
-    """Bind every role found in ``namespace`` (a submission's module dict); see the module docstring."""
+    """Bind every role found in ``namespace`` (a submission's module dict); see the module docstring. Where several
+    classes could play a role, the one the bound blocks assemble wins (:func:`assembled_together`)."""
     modules = modules or {module_name}
+    found, tried = bind_roles(namespace, module_name, overrides, modules), [set()]
+    for _ in range(ASSEMBLY_PASSES):
+        prefer = assembled_together(found.bindings, candidates(namespace, modules))
+        if prefer in tried:
+            break
+        tried.append(prefer)
+        found = bind_roles(namespace, module_name, overrides, modules, frozenset(prefer))
+    return found
+
+
+ASSEMBLY_PASSES = 3
+"""How many times discovery binds again with :func:`assembled_together`'s preferences (a stack found in one pass
+tells which attention block its layers build in the next)."""
+
+
+ENCLOSED = {"multi_head_attention": ("attention",),
+            "encoder_layer": ("multi_head_attention", "feed_forward", "layer_norm", "sublayer_connection"),
+            "decoder_layer": ("multi_head_attention", "feed_forward", "layer_norm", "sublayer_connection"),
+            "encoder": ("encoder_layer", "layer_norm"), "decoder": ("decoder_layer", "layer_norm"),
+            "model": ("encoder", "decoder", "embedding", "positional_encoding", "generator")}
+"""The roles whose blocks an enclosing role's block is built of (§3.1)."""
+
+
+def encloses(outer, role):
+    """Whether ``outer``'s block is built of ``role``'s, directly or through its parts."""
+    return any(part == role or encloses(part, role) for part in ENCLOSED.get(outer, ()))
+
+
+def assembled_together(bindings, found):
+    """The names of the candidates to prefer where a role has rivals (``found``, the candidates), the whole
+    assembly deciding: the classes the outermost bound enclosing block is built of (those of the model when it is
+    bound; the ``MultiHeadedAttention`` the stack's layers build, not an older ``MultiHeadAttention`` of the same
+    file), else the enclosing classes built of the bound parts (the stack of the bound layers)."""
+    inside = {}
+    for role, binding in bindings.items():
+        module = probe_build(binding, bindings) if inspect.isclass(binding.target) and binding.works else None
+        if module is not None:
+            inside[role] = {type(m) for m in module.modules() if m is not module}
+    prefer = set()
+    for role in ROLE_ORDER:
+        classes = {name: obj for _, name, obj in ranked(role, found, set()) if inspect.isclass(obj)}
+        if len(classes) < 2:
+            continue
+        outers = [outer for outer in inside if encloses(outer, role)]
+        outermost = [outer for outer in outers if not any(encloses(o, outer) for o in outers)]
+        chosen = {name for name, cls in classes.items() if any(cls in inside[outer] for outer in outermost)}
+        parts = {bindings[p].target for p in ENCLOSED.get(role, ()) if p in bindings}
+        for name, cls in classes.items() if not chosen and parts else ():  # the enclosing classes of bound parts
+            module = probe_build(Binding(role, name, cls, constructor_plan_or_none(cls, role, bindings)), bindings)
+            if module is not None and any(type(m) in parts for m in module.modules() if m is not module):
+                chosen.add(name)
+        prefer |= chosen
+    return prefer
+
+
+def parts_in_built_blocks(bindings, found, taken):
+    """``{role: binding}`` for roles no class or function was bound to on its own, found inside a bound block as
+    that block builds them (:attr:`Binding.part_of`): a class of the role's name the block builds
+    (``ScaledDotProductAttention(temperature=d_k ** 0.5)``), a method of the multi-head block computing attention
+    (``MultiHeadedAttention.attention``), and the stacks (:func:`stacks_in_the_model`)."""
+    parts = stacks_in_the_model(bindings, found)
+    for role in ROLE_ORDER:
+        if role in bindings or role in parts or role in METHOD_ROLES or role == "model":
+            continue
+        outers = [o for o in ROLE_ORDER if o in bindings and bindings[o].works and encloses(o, role)
+                  and inspect.isclass(bindings[o].target)]
+        for outer in outers:  # the innermost first (ROLE_ORDER goes outwards)
+            block = probe_build(bindings[outer], bindings)
+            kinds = {obj: name for _, name, obj in ranked(role, found, taken) if inspect.isclass(obj)}
+            path = next((p for p, m in block.named_modules() if p and type(m) in kinds), None) if block else None
+            if path is not None:
+                parts[role] = Binding(role, kinds[type(block.get_submodule(path))], type(block.get_submodule(path)),
+                                      part_of=(bindings[outer], path, bindings),
+                                      notes=[f"(the {outer}'s {path}, as {bindings[outer].name} builds it)"])
+                break
+            methods = [n for n, value in vars(bindings[outer].target).items() if inspect.isfunction(value)
+                       and n not in ("__init__", "forward") and (name_score(n, ROLE_NAMES[role])
+                                                                 or normalize(n) in SHORT_NAMES.get(role, ()))]
+            if block is not None and methods and role in FUNCTION_ROLES:
+                parts[role] = Binding(role, f"{bindings[outer].name}.{methods[0]}", getattr(type(block), methods[0]),
+                                      part_of=(bindings[outer], None, bindings),
+                                      notes=[f"(a method of the {outer}, called on it as {bindings[outer].name} "
+                                             "builds it)"])
+                break
+    return parts
+
+
+SHORT_NAMES = {"attention": ("attn", "attend")}
+"""Short method names of a role (a method ``attn`` of a multi-head block)."""
+
+
+def stacks_in_the_model(bindings, found):
+    """``{role: binding}`` for the encoder and decoder stacks that no class of their own was bound to, found in the
+    built model instead: the outermost of its blocks of the submission's own classes (``found``) that holds the bound
+    encoder (decoder) layers and not the others (``ModelBlock(config, EncoderLayer)``). Its inputs are those of its
+    layers' forward under the same names (a stack passes ``y`` and ``mask`` on to its layers)."""
+    model = bindings.get("model")
+    built = probe_build(model, bindings) if model is not None and model.works else None
+    if built is None:
+        return {}
+    names = {cls: name for name, cls in found.items() if inspect.isclass(cls)}
+    stacks = {}
+    for role, layer, other in (("encoder", "encoder_layer", "decoder_layer"),
+                               ("decoder", "decoder_layer", "encoder_layer")):
+        if role in bindings or layer not in bindings:
+            continue
+        for path, block in built.named_modules():
+            kinds = {type(m) for m in block.modules() if m is not block}
+            if path and type(block) in names and bindings[layer].target in kinds \
+                    and (other not in bindings or bindings[other].target not in kinds):
+                inner = next(m for m in block.modules() if type(m) is bindings[layer].target)
+                passed_on = dict(plan_arguments(inner, CANONICAL_CALLS[layer]))  # its layers' inputs, same names
+                own = dict(plan_arguments(block, CANONICAL_CALLS[role]))
+                call = [(p.name, passed_on.get(p.name, own.get(p.name))) for p in forward_parameters(block)]
+                stacks[role] = Binding(role, names[type(block)], type(block), part_of=(model, path, bindings),
+                                       call=[(name, c) for name, c in call if c],
+                                       notes=[f"(the model's {path}, as {model.name} builds it)"])
+                break
+    return stacks
+
+
+def constructor_plan_or_none(cls, role, bindings):
+    try:
+        return constructor_plan(cls, role, bindings)
+    except (LookupError, ValueError, TypeError):
+        return {}
+
+
+def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
+    """One pass of :func:`discover`: each role in :data:`ROLE_ORDER` bound to its best working candidate, those
+    named in ``prefer`` first."""
     found = candidates(namespace, modules)
     overrides = overrides or {}
     bindings, roles, notes, taken = {}, {}, [], set()
     masks = overrides.get("masks", {})
-    convention = masks.get("convention", "keep") + (HEAD_AXIS if masks.get("head_axis") else "")
+    convention = masks.get("convention", "keep") + (HEAD_AXIS if masks.get("head_axis") else
+                                                     KEY_VECTORS if masks.get("key_vectors") else "")
     for role in ROLE_ORDER:
         forced = overrides.get("roles", {}).get(role)
-        options = [(1.0, forced, namespace[forced])] if forced in namespace else ranked(role, found, taken)
+        options = [(1.0, forced, namespace[forced])] if forced in namespace else ranked(role, found, taken, prefer)
         first_failure = partial = None
         for score, name, obj in options:
-            binding = Binding(role, name, obj)
+            binding = Binding(role, name, obj, masks=helper_masks(role, bindings, convention))
             try:
                 if inspect.isclass(obj):
                     binding.constructor = constructor_plan(obj, role, bindings)
@@ -1305,6 +1529,9 @@ def discover(namespace, module_name, overrides=None, modules=None):
                 else:
                     binding.layout = None
                     roles[role] = module_builder(binding, bindings, convention)
+            if problem is not None and role in MASKED \
+                    and masks_of_another_shape(binding, module_name, roles, bindings, convention):
+                problem = None  # its masks of another shape
             if problem is None and role == "multi_head_attention" and partial is None \
                     and "key" in Implementation(module_name, roles).build(role, PROBE).inputs_not_accepted()[0]:
                 partial = (binding, roles.pop(role))  # self-attention only: kept unless another one takes keys
@@ -1335,6 +1562,15 @@ def discover(namespace, module_name, overrides=None, modules=None):
                 taken.add(binding.name)
             except (LookupError, ValueError, TypeError):
                 pass
+    for role, binding in parts_in_built_blocks(bindings, found, taken).items():
+        roles[role] = (function_role(binding, convention) if role in FUNCTION_ROLES
+                       else module_builder(binding, bindings, convention))
+        if behaves(Implementation(module_name, roles), role) is None \
+                or masks_of_another_shape(binding, module_name, roles, bindings, convention):
+            bindings[role] = binding
+            notes[:] = [n for n in notes if not n.startswith(f"{role}: ") or "does not work" not in n]
+        else:
+            del roles[role]
     for role, owner in METHOD_ROLES.items():
         if role not in bindings and owner in bindings:
             found_method = method_role(role, bindings[owner], bindings, convention, module_name, roles)
@@ -1356,7 +1592,8 @@ def discover(namespace, module_name, overrides=None, modules=None):
     if helper and "convention" not in masks:  # the subsequent-mask helper's word first, else the padding helper's
         inferred = infer_convention(bindings[helper].target, helper)
         if inferred and inferred != convention:
-            return discover(namespace, module_name, {**overrides, "masks": {**masks, "convention": inferred}}, modules)
+            return bind_roles(namespace, module_name, {**overrides, "masks": {**masks, "convention": inferred}},
+                              modules, prefer)
     grafts = {}
     for binding in bindings.values():
         for source in binding.constructor.values():
@@ -1373,11 +1610,13 @@ def discover(namespace, module_name, overrides=None, modules=None):
             grafts.setdefault(binding.role, []).append(f"the reference's {sub.role} standing in for {sub.name}")
     found = Discovery(roles, bindings, convention, notes, grafts,
                       {role for role, binding in bindings.items() if not binding.works})
-    if found.unusable and "head_axis" not in masks:
-        with_heads = discover(namespace, module_name, {**overrides, "masks": {
-            **masks, "convention": convention.removesuffix(HEAD_AXIS), "head_axis": True}}, modules)
-        if with_heads.unusable < found.unusable:
-            return with_heads
+    if found.unusable and not {"head_axis", "key_vectors"} & set(masks):  # masks of another shape?
+        base = convention.removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS)
+        for shape in ("head_axis", "key_vectors"):
+            other = bind_roles(namespace, module_name, {**overrides, "masks": {
+                **masks, "convention": base, shape: True}}, modules, prefer)
+            if other.working > found.working:
+                found = other
     return found
 
 

@@ -111,11 +111,16 @@ class LoadedCode:
 
     def namespace(self, modules: set[str]) -> dict:
         """What discovery reads: the loaded module's names, then those of the submission's other ``modules`` (its
-        :meth:`project_modules`)."""
-        merged = {}
+        :meth:`project_modules`); a class or function that another module defines under a name already taken
+        (two sub-packages each with a ``DecoderLayer``) is kept under its qualified name, ``package.module.Name``."""
+        merged = dict(vars(self.module))
         for name in sorted(modules - {self.module.__name__}):
-            merged.update({k: v for k, v in vars(sys.modules[name]).items() if k not in merged})
-        return {**merged, **vars(self.module)}
+            for key, value in vars(sys.modules[name]).items():
+                if key not in merged:
+                    merged[key] = value
+                elif merged[key] is not value and getattr(value, "__module__", None) == name:
+                    merged[f"{name}.{key}"] = value  # a second definition of the name: both stay candidates
+        return merged
 
     def source_location(self, filename: str, lineno: int) -> str | None:
         """Map a code file name and line (as in tracebacks) to e.g. "cell 3, line 5 (file line 57)"; None when the

@@ -92,6 +92,10 @@ VARIANTS = [
             layer_norm(lambda self, x: torch.sqrt(x.var(-1, keepdim=True) + self.eps))),
     Variant("unbiased_std_eps_outside_root", True, "LayerNorm (x - mean) / (std + eps) with the unbiased std, as in "
             "the Annotated Transformer", "layer_norm", LN, layer_norm(lambda self, x: x.std(-1, keepdim=True) + self.eps)),
+    Variant("input_scaled_by_sqrt_d_model", True, "the positional encoding multiplies its input by sqrt(d_model) "
+            "before adding the table (the embeddings' scaling of §3.4 done there)", "positional_encoding",
+            ref.PositionalEncoding,
+            lambda self, x: self.dropout(x * math.sqrt(self.pe.size(-1)) + self.pe[:, :x.size(1)])),
     Variant("generator_logits", True, "the generator returns logits (the softmax left to the loss)", "generator",
             ref.Generator, lambda self, x: self.proj(x)),
     Variant("generator_softmax", True, "the generator returns probabilities (softmax), not log-probabilities",

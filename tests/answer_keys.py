@@ -95,7 +95,7 @@ def bound_names(notes):
     (heads=h, ...)``, ``padding_mask: get_pad_mask is defined in a cell that does not compile ...``)."""
     found = {}
     for note in notes:
-        m = re.match(r"(\w+): ([\w.]+)(?: \(|$| is defined in a cell that does not compile)", note)
+        m = re.match(r"(\w+): ([\w.]+)(?: \(| called as \(|$| is defined in a cell that does not compile)", note)
         if m and m[1] not in found:
             found[m[1]] = m[2]
     return found
