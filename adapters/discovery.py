@@ -943,7 +943,7 @@ class AdaptedModel(Transparent):
     target, else through its ``encode`` and ``decode`` methods. Its output is the decoder output (``d_model``
     features): the call's own result when it has that shape, else, for a call ending in log-probabilities or
     logits, the last output of that shape one of the model's sub-modules made (the decoder's, or its final norm's),
-    read with forward hooks."""
+    read with forward hooks. What the author's own call returned is kept as :attr:`raw_output`."""
 
     def __init__(self, inner, convention, d_model=None, layout=None):
         super().__init__()
@@ -971,18 +971,21 @@ class AdaptedModel(Transparent):
             call = lambda: self.inner(**argument_values(self.forward_arguments, named, self.convention))  # noqa: E731
             if self.encode_arguments is None:  # nothing else to call: its output, whatever it is, is checked
                 out, raw = decoder_output(self.inner, wanted, call)
+                self.raw_output = from_layout(raw, self.layout)
                 return from_layout(raw if out is None else out, self.layout)
             try:
-                out, _ = decoder_output(self.inner, wanted, call)
+                out, raw = decoder_output(self.inner, wanted, call)
             except TypeError:  # a forward that does not fit the canonical call: encode and decode are used
                 out = None
             if out is not None:
+                self.raw_output = from_layout(raw, self.layout)
                 return from_layout(out, self.layout)
             self.forward_arguments = None
         named["memory"] = first_tensor(self.inner.encode(**argument_values(self.encode_arguments, named,
                                                                            self.convention)))
         decode = lambda: self.inner.decode(**argument_values(self.decode_arguments, named, self.convention))  # noqa: E731
         out, raw = decoder_output(self.inner, wanted, decode)
+        self.raw_output = from_layout(raw, self.layout)
         return from_layout(raw if out is None else out, self.layout)
 
     def inputs_not_accepted(self):
@@ -1186,8 +1189,9 @@ def accepts(role, obj):
 
 
 def ranked(role, found, taken, prefer=frozenset()):
-    """Candidates for ``role``, those named in ``prefer`` first, then best name first; an object already bound to
-    another role is not a candidate. A function whose name says nothing is still a subsequent-mask helper when it
+    """Candidates for ``role``, those named in ``prefer`` first, then (for the model) the functions that build it
+    as its author does (``make_model``, rather than a class built of the checker's guesses), then best name first;
+    an object already bound to another role is not a candidate. A function whose name says nothing is still a subsequent-mask helper when it
     makes one (:func:`makes_causal_mask`), ranked after the names."""
     scored = []
     for name, obj in found.items():
@@ -1204,7 +1208,7 @@ def ranked(role, found, taken, prefer=frozenset()):
             score = BEHAVIOUR_SCORE
         if score:
             scored.append((score, name, obj))
-    return sorted(scored, key=lambda t: (t[1] not in prefer, -t[0]))
+    return sorted(scored, key=lambda t: (t[1] not in prefer, not (role == "model" and inspect.isfunction(t[2])), -t[0]))
 
 
 ROLE_WORDS = {"sublayer_connection": ("sublayer", "residual"), "generator": ("generator",)}
@@ -1392,6 +1396,11 @@ def encloses(outer, role):
     return any(part == role or encloses(part, role) for part in ENCLOSED.get(outer, ()))
 
 
+LAYERED = ("encoder_layer", "decoder_layer", "encoder", "decoder")
+"""The parts that tell their enclosing block (the stack of the bound layers, the model of the bound stacks): the
+other parts (a LayerNorm, a feed-forward network) are in every layer."""
+
+
 def assembled_together(bindings, found):
     """The names of the candidates to prefer where a role has rivals (``found``, the candidates), the whole
     assembly deciding: the classes the outermost bound enclosing block is built of (those of the model when it is
@@ -1410,8 +1419,8 @@ def assembled_together(bindings, found):
         outers = [outer for outer in inside if encloses(outer, role)]
         outermost = [outer for outer in outers if not any(encloses(o, outer) for o in outers)]
         chosen = {name for name, cls in classes.items() if any(cls in inside[outer] for outer in outermost)}
-        parts = {bindings[p].target for p in ENCLOSED.get(role, ()) if p in bindings}
-        for name, cls in classes.items() if not chosen and parts else ():  # the enclosing classes of bound parts
+        parts = {bindings[p].target for p in ENCLOSED.get(role, ()) if p in bindings and p in LAYERED}
+        for name, cls in classes.items() if not chosen and parts else ():  # the stacks of bound layers
             module = probe_build(Binding(role, name, cls, constructor_plan_or_none(cls, role, bindings)), bindings)
             if module is not None and any(type(m) in parts for m in module.modules() if m is not module):
                 chosen.add(name)
@@ -1492,6 +1501,17 @@ def constructor_plan_or_none(cls, role, bindings):
         return {}
 
 
+def builds_a_module(role, target):
+    """Whether ``target`` is built from canonical hyperparameters: a module class, or a function building the
+    model (``make_model(src_vocab, tgt_vocab, N, ...)``)."""
+    return inspect.isclass(target) or (role == "model" and inspect.isfunction(target))
+
+
+def best_failure(kept, failure, score):
+    """The failing candidate to bind when none works: the best name (the first tried of equal names)."""
+    return kept if kept is not None and kept[2] >= score else (*failure, score)
+
+
 def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
     """One pass of :func:`discover`: each role in :data:`ROLE_ORDER` bound to its best working candidate, those
     named in ``prefer`` first."""
@@ -1508,7 +1528,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
         for score, name, obj in options:
             binding = Binding(role, name, obj, masks=helper_masks(role, bindings, convention))
             try:
-                if inspect.isclass(obj):
+                if builds_a_module(role, obj):
                     binding.constructor = constructor_plan(obj, role, bindings)
                 if role == "attention" and learns_weights(binding, bindings):
                     continue  # a block with projections of its own is not the attention function of eq. (1)
@@ -1516,7 +1536,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                                else module_builder(binding, bindings, convention))
             except (LookupError, ValueError, TypeError) as exc:
                 if score >= FALLBACK_SCORE:
-                    first_failure = first_failure or (binding, str(exc))
+                    first_failure = best_failure(first_failure, (binding, str(exc)), score)
                 roles.pop(role, None)
                 continue
             problem = behaves(Implementation(module_name, roles), role)
@@ -1542,19 +1562,19 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                 first_failure = None
                 break
             if score >= FALLBACK_SCORE:
-                first_failure = first_failure or (binding, problem)
+                first_failure = best_failure(first_failure, (binding, problem), score)
             roles.pop(role)
         if partial is not None and role not in bindings:
             bindings[role], roles[role] = partial
             taken.add(partial[0].name)
             first_failure = None
         if first_failure and role not in bindings:
-            binding, problem = first_failure
+            binding, problem, _ = first_failure
             binding.works = False
             binding.takes_token_ids = TAKES_TOKEN_IDS in problem
             notes.append(f"{role}: {binding.name} does not work under the canonical call ({problem})")
             try:
-                if inspect.isclass(binding.target):
+                if builds_a_module(role, binding.target):
                     binding.constructor = constructor_plan(binding.target, role, bindings)
                 roles[role] = (function_role(binding, convention) if role in FUNCTION_ROLES
                                else module_builder(binding, bindings, convention))

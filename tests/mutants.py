@@ -333,12 +333,19 @@ MUTANTS = [
       "F.dropout(x, p) (training=True by default): dropout still active in eval mode",
       (SUBLAYER, "return self.norm(x + nn.functional.dropout(sublayer(x), self.dropout.p))"),
       cause="sublayer_connection.eval_not_deterministic"),
-    M("model_target_without_positional_encoding", "behaviour", "model",
+    M("model_target_without_positional_encoding", "information_flow", "model",
       "positional encodings added to the source embeddings only",
       ("self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model), PositionalEncoding(d_model, dropout, max_len))",
-       "self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model))"), cause="model.target_positions_missing",
-      known_gap=("the outputs differ from the reference and no known variant explains them: disagrees_with_reference "
-                 "(issue 14: positions reach the model)")),
+       "self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model))"), cause="model.target_positions_missing"),
+    M("model_source_without_positional_encoding", "information_flow", "model",
+      "positional encodings added to the target embeddings only",
+      ("self.src_embed = nn.Sequential(Embeddings(src_vocab, d_model), PositionalEncoding(d_model, dropout, max_len))",
+       "self.src_embed = nn.Sequential(Embeddings(src_vocab, d_model))"), cause="model.source_positions_missing"),
+    M("model_memory_zeroed", "information_flow", "model",
+      "the decoder is handed the encoder's output multiplied by zero (a debugging line left in)",
+      ("return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)",
+       "return self.decode(self.encode(src, src_mask) * 0, src_mask, tgt, tgt_mask)"),
+      cause="model.source_ignored"),
 ]
 
 MUTANTS += [

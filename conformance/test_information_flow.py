@@ -1,0 +1,241 @@
+"""Information flow through the assembled model (§3.1, §3.4, §3.5), read from what the author's own forward
+returns: the output depends on the source and on the target tokens, positions reach both sides, and the embeddings
+reach the stacks multiplied by sqrt(d_model)."""
+import math
+
+import pytest
+import torch
+from hypothesis import given
+
+from conformance import strategies
+from conformance.harness import PAD, Case, canonical_inputs
+from conformance.verdicts import Deviation, Failure, Missing
+
+ROLE = "model"
+
+
+def own_output(case, module, inputs):
+    """What the model's own forward returned for ``inputs``, (batch, target length, ...): its log-probabilities or
+    logits; else (a model whose forward is not called, or returns another layout) the decoder output."""
+    with torch.no_grad():
+        out = module(*inputs)
+    raw = getattr(module, "raw_output", None)
+    return raw if isinstance(raw, torch.Tensor) and raw.shape[:2] == inputs[1].shape else out
+
+
+def unmasked_source_positions(src_mask, sample=0):
+    return [int(p) for p in torch.nonzero(src_mask[sample].any(0)).flatten()]
+
+
+def causal(tgt):
+    """The subsequent-position mask alone, (batch, length, length): every target token real."""
+    length = tgt.size(1)
+    return torch.tril(torch.ones(1, length, length, dtype=torch.bool, device=tgt.device)).expand(tgt.size(0), -1, -1)
+
+
+def model_case(impl, device, drawn, src_len=3, tgt_len=3):
+    case = Case(impl, device=device, **drawn)
+    return case.replace(src_len=max(src_len, case.src_len), tgt_len=max(tgt_len, case.tgt_len))
+
+
+def other_token(token, vocab):
+    """A token id other than ``token`` and the padding id."""
+    return 1 + token % (vocab - 1) if vocab > 2 else token
+
+
+@pytest.mark.parametrize("component", [ROLE])
+@given(drawn=strategies.settings())
+def test_output_depends_on_the_source(impl, device, component, drawn):
+    """§3.1: the decoder attends over the encoder's output, so the model's output changes when one source token
+    that no mask hides changes."""
+    case = model_case(impl, device, drawn)
+    m = case.build(component)
+    src, tgt, src_mask, tgt_mask = canonical_inputs(case, component)
+    position = unmasked_source_positions(src_mask)[0]
+    changed = src.clone()
+    changed[0, position] = other_token(int(src[0, position]), case.cfg.src_vocab)
+    before, after = own_output(case, m, (src, tgt, src_mask, tgt_mask)), own_output(case, m, (changed, tgt, src_mask,
+                                                                                                tgt_mask))
+    if torch.equal(before[0], after[0]):
+        raise Failure(f"{component}.source_ignored", "outputs that depend on the source sentence: the decoder "
+                      "attends over the encoder's output (§3.1, §3.2.3)",
+                      f"identical outputs when source token {position} of sample 0 (not masked) changes: the output "
+                      "does not reach back to the encoder (is the decoder's result discarded, or the memory not "
+                      "passed on?)", case.reproduction(component))
+
+
+@pytest.mark.parametrize("component", [ROLE])
+@given(drawn=strategies.settings())
+def test_output_depends_on_the_target_tokens(impl, device, component, drawn):
+    """§3.4: the target tokens are embedded and fed to the decoder, so the output at the last position changes when
+    the last target token changes."""
+    case = model_case(impl, device, drawn)
+    m = case.build(component)
+    src, tgt, src_mask, _ = canonical_inputs(case, component)
+    tgt_mask = causal(tgt)  # every target token real
+    changed = tgt.clone()
+    changed[0, -1] = other_token(int(tgt[0, -1]), case.cfg.tgt_vocab)
+    before, after = own_output(case, m, (src, tgt, src_mask, tgt_mask)), own_output(case, m, (src, changed, src_mask,
+                                                                                                tgt_mask))
+    if torch.equal(before[0, -1], after[0, -1]):
+        raise Failure(f"{component}.target_tokens_ignored", "an output at position t that depends on the target "
+                      "token at t (§3.4: the embeddings of the output tokens are the decoder's input)",
+                      "identical outputs at the last position when the last target token changes: the target's "
+                      "embeddings do not reach the output", case.reproduction(component))
+
+
+@pytest.mark.parametrize("component", [ROLE])
+@given(drawn=strategies.settings())
+def test_positions_reach_the_decoder(impl, device, component, drawn):
+    """§3.5: "we must inject some information about the ... position of the tokens": a target of one repeated
+    token gives different outputs at different positions (without positions, attention over identical tokens gives
+    every position the same output)."""
+    case = model_case(impl, device, drawn)
+    m = case.build(component)
+    src, tgt, src_mask, _ = canonical_inputs(case, component)
+    same = torch.full_like(tgt, other_token(PAD, case.cfg.tgt_vocab))
+    out = own_output(case, m, (src, same, src_mask, causal(tgt)))
+    if all(torch.equal(out[:, 0], out[:, t]) for t in range(1, out.size(1))):
+        raise Failure(f"{component}.target_positions_missing", "positional encodings added to the target "
+                      "embeddings (§3.5), so that positions holding the same token get different outputs",
+                      f"the same output at all {out.size(1)} positions of a target made of one repeated token: no "
+                      "position information reaches the decoder", case.reproduction(component))
+
+
+@pytest.mark.parametrize("component", [ROLE])
+@given(drawn=strategies.settings())
+def test_positions_reach_the_encoder(impl, device, component, drawn):
+    """§3.5: positional encodings are added to the source embeddings too: swapping two different unmasked source
+    tokens changes the output (without positions the encoder is blind to order and the cross-attention sums over
+    the same set of keys)."""
+    case = model_case(impl, device, drawn)
+    m = case.build(component)
+    src, tgt, _, tgt_mask = canonical_inputs(case, component)
+    src_mask = torch.ones(src.size(0), 1, src.size(1), dtype=torch.bool, device=src.device)  # no padding
+    first, second = 0, 1
+    src = src.clone()
+    src[0, second] = other_token(int(src[0, first]), case.cfg.src_vocab)
+    swapped, changed = src.clone(), src.clone()
+    swapped[0, first], swapped[0, second] = src[0, second], src[0, first]
+    changed[0, first] = other_token(int(src[0, second]), case.cfg.src_vocab)
+    before = own_output(case, m, (src, tgt, src_mask, tgt_mask))
+    after = own_output(case, m, (swapped, tgt, src_mask, tgt_mask))
+    if torch.equal(before[0], after[0]) and not torch.equal(own_output(case, m, (changed, tgt, src_mask,
+                                                                                  tgt_mask))[0], before[0]):
+        raise Failure(f"{component}.source_positions_missing", "positional encodings added to the source "
+                      "embeddings (§3.5), so that the order of the source tokens matters",
+                      f"identical outputs when source tokens {first} and {second} of sample 0 swap places (while "
+                      "changing a token does change them): no position information reaches the encoder",
+                      case.reproduction(component))
+
+
+def proportional(delta, base):
+    """The factor c with delta = c * base (both tensors of one shape, base not zero), else None."""
+    base64, delta64 = base.double().flatten(), delta.double().flatten()
+    c = float(delta64 @ base64 / (base64 @ base64))
+    residual = (delta64 - c * base64).abs().max().item()
+    return c if residual <= 1e-4 * max(1.0, abs(c)) * base64.abs().max().item() else None
+
+
+def traced(model, inner, inputs):
+    """Every floating tensor a sub-module of ``inner`` (the author's model inside the adapted ``model``) took as its
+    first input or returned during the call of ``model`` on ``inputs``, in call order, with the sub-module's path
+    and whether it is an ``nn.Embedding``'s output."""
+    records, hooks = [], []
+    names = {module: name for name, module in inner.named_modules()}
+
+    def take(module, tensor, embedding=False):
+        if isinstance(tensor, (tuple, list)) and tensor:
+            tensor = tensor[0]
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
+            records.append((names[module], tensor.detach().clone(), embedding))
+    for module in inner.modules():
+        if module is inner:
+            continue
+        hooks.append(module.register_forward_pre_hook(lambda mod, args: take(mod, args)))
+        hooks.append(module.register_forward_hook(
+            lambda mod, args, out: take(mod, out, isinstance(mod, torch.nn.Embedding))))
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return records
+
+
+def embedding_scales(first, second):
+    """``[(embedding path, factor, path where it was last seen)]``: for each embedding lookup whose output differs
+    between two traces (:func:`traced`) of the same call with other tokens, the factor by which that difference is
+    multiplied in the last tensor of the trace still proportional to it (the input of the first block that mixes
+    positions, after any scaling and the positions are added)."""
+    found = []
+    if len(first) != len(second):
+        return found
+    deltas = [(name, b - a, emb) for (name, a, emb), (_, b, _) in zip(first, second) if a.shape == b.shape]
+    for i, (name, delta, embedding) in enumerate(deltas):
+        if not embedding or not delta.abs().max().item():
+            continue
+        factor, seen = 1.0, name
+        for later_name, later, _ in deltas[i + 1:]:
+            if later.shape != delta.shape or not later.abs().max().item():
+                continue
+            c = proportional(later, delta)
+            if c is None:
+                break
+            factor, seen = c, later_name
+        found.append((name, factor, seen))
+    return found
+
+
+def scaled_on_the_shared_projection(inner, embeddings, trace, logits, expected):
+    """Whether the model's output (``logits``) is 1 / ``expected`` times the output of a linear map sharing its
+    weight with the unscaled ``embeddings`` (§3.4's shared matrix, scaled on the output side instead)."""
+    tables = {id(getattr(inner.get_submodule(name), "weight", None)) for name in embeddings}
+    shared = {name for name, module in inner.named_modules()
+              if isinstance(module, torch.nn.Linear) and id(module.weight) in tables}
+    outputs = [tensor for name, tensor, _ in trace if name in shared and logits is not None
+               and tensor.numel() == logits.numel()]
+    if not outputs:
+        return False
+    c = proportional(logits.reshape(outputs[-1].shape), outputs[-1])
+    return c is not None and math.isclose(c, 1 / expected, rel_tol=1e-3)
+
+
+@pytest.mark.parametrize("component", [ROLE])
+@given(drawn=strategies.settings())
+def test_embeddings_reach_the_stacks_scaled(impl, device, component, drawn):
+    """§3.4: "In the embedding layers, we multiply those weights by sqrt(d_model)": changing the tokens changes the
+    first input of each stack by sqrt(d_model) times the change of the embedding lookup (positional encodings add a
+    table that does not depend on the tokens, eval-mode dropout nothing)."""
+    case = model_case(impl, device, drawn)
+    m = case.build(component)
+    inner = getattr(m, "inner", m)
+    src, tgt, src_mask, tgt_mask = canonical_inputs(case, component)
+    other_src = torch.where(src_mask.any(1), (src % (case.cfg.src_vocab - 1)) + 1, src)
+    other_tgt = (tgt % (case.cfg.tgt_vocab - 1)) + 1
+    other_tgt = torch.where(tgt == PAD, tgt, other_tgt)
+    first = traced(m, inner, (src, tgt, src_mask, tgt_mask))
+    logits = getattr(m, "raw_output", None)
+    second = traced(m, inner, (other_src, other_tgt, src_mask, tgt_mask))
+    scales = embedding_scales(first, second)
+    if not scales:
+        raise Missing(f"{component}.embedding_lookup_not_seen", "an nn.Embedding lookup of the tokens (§3.4)",
+                      "no nn.Embedding output changed with the tokens (the lookup is not an nn.Embedding module)")
+    expected = math.sqrt(case.cfg.d_model)
+    wrong = [(name, c, seen) for name, c, seen in scales if not math.isclose(c, expected, rel_tol=1e-3)]
+    if wrong and all(math.isclose(c, 1.0, rel_tol=1e-3) for _, c, _ in wrong) \
+            and scaled_on_the_shared_projection(inner, [name for name, _, _ in wrong], first, logits, expected):
+        raise Deviation(f"{component}.embedding_scale_on_shared_projection", f"embeddings multiplied by sqrt(d_model) "
+                        f"= {expected:.6g} (§3.4)", "unscaled embeddings whose table is shared with the pre-softmax "
+                        "projection, and logits divided by sqrt(d_model): the paper's model with the shared matrix "
+                        "reparametrized (W = sqrt(d_model) W_paper)", case.reproduction(component))
+    if wrong:
+        name, c, seen = wrong[0]
+        words = "not multiplied by sqrt(d_model)" if math.isclose(c, 1.0, rel_tol=1e-3) else f"multiplied by {c:.6g}"
+        raise Failure(f"{component}.embedding_not_scaled" if math.isclose(c, 1.0, rel_tol=1e-3)
+                      else f"{component}.embedding_scale_wrong",
+                      f"embeddings multiplied by sqrt(d_model) = {expected:.6g} before the stacks (§3.4; "
+                      f"d_model={case.cfg.d_model})",
+                      f"the output of {name!r} reaches {seen!r} {words}", case.reproduction(component))
+
