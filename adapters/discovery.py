@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 
 from adapters.lint import self_attributes
-from conformance.harness import PAD, Case, run
+from conformance.harness import PAD, Case, canonical_inputs, run
 from conformance.interface import FUNCTION_ROLES, Config, Implementation, call_with_canonical_arguments
 
 ROLE_NAMES = {
@@ -510,7 +510,10 @@ def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
             holder, field_name = argument.split(".", 1)
             setattr(kwargs[holder], field_name, canonical_value(source, cfg, binding.role))
     with standing_in(binding, cfg, bindings, convention):
-        return binding.target(**kwargs)
+        built = binding.target(**kwargs)
+    if not isinstance(built, nn.Module):  # a function that builds no module: not the builder of a role
+        raise TypeError(f"{binding.name} returned {type(built).__name__}, not a torch.nn.Module")
+    return built
 
 
 def constructed_by_name(binding, bindings):
@@ -838,17 +841,20 @@ class Adapted(Transparent):
     """A candidate module under the canonical call of its role (inputs by name, masks converted, tensors in the
     code's layout)."""
 
-    def __init__(self, inner, role, convention, layout=None, arguments=None):
+    def __init__(self, inner, role, convention, layout=None, arguments=None, tokens_for_positions=False):
         super().__init__()
         self.inner, self.role, self.convention, self.layout = inner, role, convention, layout
         self.arguments = arguments or plan_arguments(inner, CANONICAL_CALLS[role])
+        self.tokens_for_positions = tokens_for_positions
+        """A positional encoding called with token ids (only their shape counts) instead of the embeddings."""
         self.setup, self.setup_arguments = setup_call(inner, role, {c for _, c in self.arguments})
 
     def forward(self, *args):
         named = in_layout(dict(zip(CANONICAL_CALLS[self.role], args)), self.layout)
         if self.setup:  # state the forward reads, set first as the author's own code does (init_keys(key))
             getattr(self.inner, self.setup)(**argument_values(self.setup_arguments, named, self.convention))
-        out = first_tensor(self.inner(**adapt_arguments(self.arguments, named, self.convention)))
+        given = dict(named, x=positions_of(named["x"])) if self.tokens_for_positions else named
+        out = first_tensor(self.inner(**adapt_arguments(self.arguments, given, self.convention)))
         if self.role == "positional_encoding" and returns_table(out, named["x"]):
             out = named["x"] + out  # the (length, d_model) table alone: its caller adds it, as the author's does
         if self.role in ("encoder", "decoder") and isinstance(out, torch.Tensor) and out.dim() == 4 \
@@ -864,6 +870,12 @@ class Adapted(Transparent):
         missing, signature = inputs_not_accepted(forward, self.arguments, self.role,
                                                  f"{type(self.inner).__name__}.forward", skip=1)
         return [c for c in missing if c not in {c for _, c in self.setup_arguments}], signature
+
+
+def positions_of(x):
+    """Token ids (ones) of the shape of the embeddings ``x`` without their feature axis: what a positional encoding
+    that its caller calls with the tokens is given."""
+    return torch.ones(x.shape[:-1], dtype=torch.long, device=x.device)
 
 
 def returns_table(out, x):
@@ -1093,7 +1105,8 @@ def module_builder(binding, bindings, convention):
         inner = build_from_plan(binding, cfg, bindings, convention=convention)
         if binding.role == "model":
             return AdaptedModel(inner, convention, cfg.d_model, binding.layout)
-        return Adapted(inner, binding.role, convention, binding.layout, binding.call)
+        return Adapted(inner, binding.role, convention, binding.layout, binding.call,
+                       binding.role == "positional_encoding" and binding.takes_token_ids)
     build.__name__ = f"build_{binding.role}"
     build.hyperparameters = hyperparameters_fed(binding, bindings)
     if binding.role == "model" and one_lookup_for_both_sides(binding, bindings, convention):
@@ -1494,6 +1507,62 @@ def stacks_in_the_model(bindings, found):
     return stacks
 
 
+def masks_as_the_model_passes_them(bindings, roles, module_name):
+    """``{role: call plan}`` for the layers, stacks and attention blocks of a working model that have a parameter
+    the canonical plan feeds nothing although the model's own call passes one of its masks there (a decoder
+    layer's single ``mask``, given the model's target mask): the plan with that parameter fed that mask. The masks
+    are told by value (the source and the target masks differ in shape)."""
+    model = bindings.get("model")
+    if model is None or not model.works:
+        return {}
+    implementation = Implementation(module_name, roles)
+    try:
+        adapted = implementation.build("model", PROBE)
+    except Exception:  # the author's code: it is checked, not learned from
+        return {}
+    if not isinstance(adapted, AdaptedModel):
+        return {}
+    case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
+    src, tgt, src_mask, tgt_mask = canonical_inputs(case, "model")
+    convention = model.masks or adapted.convention
+    given = {"src_mask": to_convention(src_mask, convention), "tgt_mask": to_convention(tgt_mask, convention)}
+    plans, hooks = {}, []
+
+    def watch(role):
+        def pre_hook(module, args, kwargs):
+            if role in plans:
+                return
+            planned = bindings[role].call or plan_arguments(module, CANONICAL_CALLS[role])
+            try:
+                passed = inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments
+            except TypeError:
+                return
+            taken = {name for name, _ in planned} | {c for _, c in planned}
+            added = [(name, mask) for name, value in passed.items() if name not in taken
+                     for mask, expected in given.items()
+                     if mask in CANONICAL_CALLS[role] and mask not in taken and isinstance(value, torch.Tensor)
+                     and value.shape == expected.shape and torch.equal(value, expected)]
+            plans[role] = list(planned) + added if added else None
+        return pre_hook
+    for role in ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder"):
+        binding = bindings.get(role)
+        if binding is None or not inspect.isclass(binding.target):
+            continue
+        part = binding.part_of  # (a block found in the model: that one, not every instance of its class)
+        blocks = ([adapted.inner.get_submodule(part[1])] if part and part[0] is model and part[1] else
+                  [m for m in adapted.inner.modules() if type(m) is binding.target])
+        hooks += [m.register_forward_pre_hook(watch(role), with_kwargs=True) for m in blocks]
+    try:
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            adapted(src, tgt, src_mask, tgt_mask)
+    except Exception:  # the author's code
+        return {}
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return {role: plan for role, plan in plans.items() if plan}
+
+
 def constructor_plan_or_none(cls, role, bindings):
     try:
         return constructor_plan(cls, role, bindings)
@@ -1508,7 +1577,10 @@ def builds_a_module(role, target):
 
 
 def best_failure(kept, failure, score):
-    """The failing candidate to bind when none works: the best name (the first tried of equal names)."""
+    """The failing candidate to bind when none works: the best name (the first tried of equal names), a class
+    before a function building the model (whose failure says less about which block is wrong)."""
+    if failure[0].role == "model" and inspect.isfunction(failure[0].target):
+        score -= 0.5
     return kept if kept is not None and kept[2] >= score else (*failure, score)
 
 
@@ -1552,6 +1624,16 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
             if problem is not None and role in MASKED \
                     and masks_of_another_shape(binding, module_name, roles, bindings, convention):
                 problem = None  # its masks of another shape
+            if problem is not None and role == "positional_encoding":  # called with the tokens, as its caller does?
+                binding.takes_token_ids = True
+                roles[role] = module_builder(binding, bindings, convention)
+                if behaves(Implementation(module_name, roles), role) is None:
+                    problem = None
+                    binding.notes.append("(called with token ids of the input's shape, as the code's embedding "
+                                         "block calls it with the tokens)")
+                else:
+                    binding.takes_token_ids = False
+                    roles[role] = module_builder(binding, bindings, convention)
             if problem is None and role == "multi_head_attention" and partial is None \
                     and "key" in Implementation(module_name, roles).build(role, PROBE).inputs_not_accepted()[0]:
                 partial = (binding, roles.pop(role))  # self-attention only: kept unless another one takes keys
@@ -1591,6 +1673,17 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
             notes[:] = [n for n in notes if not n.startswith(f"{role}: ") or "does not work" not in n]
         else:
             del roles[role]
+    for role, plan in masks_as_the_model_passes_them(bindings, roles, module_name).items():
+        binding, before = bindings[role], (bindings[role].call, bindings[role].masks)
+        binding.call = plan
+        roles[role] = module_builder(binding, bindings, convention)
+        if behaves(Implementation(module_name, roles), role) is None \
+                or masks_of_another_shape(binding, module_name, roles, bindings, convention):
+            binding.notes.append("(its masks as the model passes them: " + ", ".join(
+                f"{name}<-{c}" for name, c in plan if c.endswith("mask")) + ")")
+        else:
+            binding.call, binding.masks = before
+            roles[role] = module_builder(binding, bindings, convention)
     for role, owner in METHOD_ROLES.items():
         if role not in bindings and owner in bindings:
             found_method = method_role(role, bindings[owner], bindings, convention, module_name, roles)
@@ -1599,7 +1692,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
     if "positional_encoding" in bindings and bindings["positional_encoding"].works:
         table = Implementation(module_name, roles).build("positional_encoding", PROBE).eval()
         x = torch.zeros(2, 5, PROBE.d_model)
-        if returns_table(first_tensor(table.inner(**adapt_arguments(table.arguments, {"x": x}, convention))), x):
+        given = positions_of(x) if table.tokens_for_positions else x
+        if returns_table(first_tensor(table.inner(**adapt_arguments(table.arguments, {"x": given}, convention))), x):
             bindings["positional_encoding"].notes.append("returns the (length, d_model) table, which its caller adds "
                                                          "to the embeddings: checked as x + table")
     if any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # the lookups and positions the model feeds

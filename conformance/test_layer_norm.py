@@ -303,3 +303,42 @@ def test_agrees_with_functional_layer_norm(impl, device, component, drawn):
         raise Deviation(f"{ROLE}.unbiased_variance", requirement,
                         f"{wrong}; the output matches the unbiased variance (divided by d_model - 1)")
     raise Failure(f"{ROLE}.disagrees_with_functional", requirement, wrong)
+
+
+EPS_LIMIT = 1e-3
+"""The largest eps a LayerNorm of the model may add to the variance: activations of unit variance are then
+normalized to within 0.05 % (the common values are 1e-5 and 1e-6)."""
+ENCLOSING_ROLES = ("feed_forward", "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder",
+                   "model")
+
+
+def layer_norms(module):
+    """``[(path, eps)]`` of every LayerNorm inside ``module`` (``nn.LayerNorm`` or a module of its own with an eps
+    attribute and a gain and a bias of one size) whose eps can be read."""
+    found = []
+    for path, m in module.named_modules():
+        own = [p for p in m.parameters(recurse=False) if p.dim() == 1]
+        if isinstance(m, torch.nn.LayerNorm) or (len(own) == 2 and own[0].shape == own[1].shape
+                                                  and any(hasattr(m, name) for name in EPS_NAMES)):
+            eps = module_eps(m) if not isinstance(m, torch.nn.LayerNorm) else m.eps
+            if eps is not None:
+                found.append((path or "(itself)", eps))
+    return found
+
+
+@pytest.mark.parametrize("component", ENCLOSING_ROLES)
+@given(drawn=strategies.settings())
+def test_every_layer_norm_has_a_small_eps(impl, device, component, drawn):
+    """§3.1 LayerNorm (Ba et al. 2016): eps only guards the division, so every LayerNorm a block builds, in every
+    layer, adds a small eps to the variance (a LayerNorm built with eps = 1, or with d_model passed where eps goes,
+    leaves small activations far from unit variance)."""
+    case = Case(impl, device=device, **drawn)
+    built = case.build(component)
+    large = [(path, eps) for path, eps in layer_norms(getattr(built, "inner", built)) if eps > EPS_LIMIT]
+    if large:
+        path, eps = large[0]
+        raise Failure(f"{component}.layer_norm_eps_wrong", f"every LayerNorm built with a small eps (at most "
+                      f"{EPS_LIMIT:g}; §3.1, Ba et al. 2016)",
+                      f"{len(large)} LayerNorm(s) with a large eps, the first {path!r} with eps = {eps:g}"
+                      + (" = d_model: the d_model argument bound to eps" if math.isclose(eps, case.cfg.d_model)
+                         else ""), case.reproduction(component))

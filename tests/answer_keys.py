@@ -31,7 +31,10 @@ class Finding:
 
     @property
     def causes(self):
-        return {self.cause, *self.accepts}
+        """The cause, the same cause reported by an enclosing ``also`` role (``decoder.layer_norm_eps_wrong`` for
+        ``encoder_layer.layer_norm_eps_wrong``), and the accepted others."""
+        suffix = self.cause.split(".", 1)[1] if self.cause.startswith(f"{self.component}.") else None
+        return {self.cause, *self.accepts, *(f"{role}.{suffix}" for role in self.also if suffix)}
 
     @property
     def label(self):
