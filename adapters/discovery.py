@@ -456,6 +456,8 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
             learned[name] = "max_len"
         elif plan.get(name) is not None:  # a size its name says, that no weight shows: the name's reading stands
             learned[name] = plan[name]
+        elif "vocab" in n and role == "model":  # a vocabulary no table takes: the other side's table is shared
+            learned[name] = "src_vocab"
         elif name in optional:  # a field of a configuration object: its default stands
             learned[name] = None
         else:
@@ -1059,41 +1061,54 @@ def function_role(binding, convention):
     """The canonical callable for a function role (attention, the mask helpers)."""
     convention = binding.masks or convention
     target, role = binding.target, binding.role
-    if binding.part_of is not None and binding.part_of[1] is None:  # a method of a block, computing attention
-        owner, _, within = binding.part_of
-
-        def attention(query, key, value, mask=None):
-            cfg = dataclasses.replace(PROBE, d_model=query.size(-1) * PROBE.h)
-            block = build_from_plan(owner, cfg, within, convention=convention).to(query.device, query.dtype).eval()
-            method = getattr(block, target.__name__)
-            return method(**adapt_arguments(plan_arguments(method, CANONICAL_CALLS["attention"]), dict(zip(
-                CANONICAL_CALLS["attention"], (query, key, value, mask))), convention))
-        return attention
-    if inspect.isclass(target):  # an attention module such as ScaledDotProductAttention(d_k, dropout)
-        def attention(query, key, value, mask=None):
-            cfg = dataclasses.replace(PROBE, d_model=query.size(-1) * PROBE.h)
-            module = build_from_plan(binding, cfg, {}, convention=convention).to(query.device, query.dtype).eval()
-            arguments = plan_arguments(module, CANONICAL_CALLS["attention"])
-            return module(**adapt_arguments(arguments, dict(zip(CANONICAL_CALLS["attention"],
-                                                                (query, key, value, mask))), convention))
-        return attention
-    arguments = plan_arguments(target, CANONICAL_CALLS[role])
     if role == "subsequent_mask":
+        arguments = plan_arguments(target, CANONICAL_CALLS[role])
+
         def subsequent_mask(size):
             name, _ = next(((n, c) for n, c in arguments if c == "size"), ("size", "size"))
             value = torch.ones(1, size, dtype=torch.long) if normalize(name) in TENSOR_SIZE_NAMES else size
             return from_convention(target(**argument_values(arguments, {"size": value}, "keep")), convention)
         return subsequent_mask
     if role == "padding_mask":
+        arguments = plan_arguments(target, CANONICAL_CALLS[role])
+
         def padding_mask(tokens, pad_idx):
             named = dict(zip(CANONICAL_CALLS[role], (tokens, pad_idx)))
             return from_convention(target(**adapt_arguments(arguments, named, None)), convention)
         return padding_mask
+    return attention_function(binding, convention)
+
+
+def attention_function(binding, convention):
+    """The canonical attention callable of ``binding``: a function, an attention module such as
+    ``ScaledDotProductAttention(d_k, dropout)`` or a method of a multi-head block, each built for the width of the
+    queries. The author's code gets copies of the queries, keys and values, as from its own block, and the
+    callable's ``modified`` says which of them the last call changed in place (``K.transpose_(2, 3)``)."""
+    target = binding.target
+
+    def callee(query):
+        if binding.part_of is None and not inspect.isclass(target):
+            return target
+        cfg = dataclasses.replace(PROBE, d_model=query.size(-1) * PROBE.h)
+        if binding.part_of is not None and binding.part_of[1] is None:  # a method of a block
+            owner, _, within = binding.part_of
+            block = build_from_plan(owner, cfg, within, convention=convention).to(query.device, query.dtype).eval()
+            return getattr(block, target.__name__)
+        return build_from_plan(binding, cfg, {}, convention=convention).to(query.device, query.dtype).eval()
 
     def attention(query, key, value, mask=None):
-        return target(**adapt_arguments(arguments, dict(zip(CANONICAL_CALLS[role], (query, key, value, mask))),
-                                        convention))
-    attention.inputs_not_accepted = lambda: inputs_not_accepted(target, arguments, role, binding.name)
+        function = callee(query)
+        given = (query, key, value)
+        copies = tuple(t.clone() for t in given)
+        out = function(**adapt_arguments(plan_arguments(function, CANONICAL_CALLS["attention"]),
+                                         dict(zip(CANONICAL_CALLS["attention"], (*copies, mask))), convention))
+        attention.modified = [name for name, before, after in zip(("query", "key", "value"), given, copies)
+                              if after.shape != before.shape or not torch.equal(after, before)]
+        return out
+    attention.modified = []
+    if binding.part_of is None and not inspect.isclass(target):
+        attention.inputs_not_accepted = lambda: inputs_not_accepted(
+            target, plan_arguments(target, CANONICAL_CALLS["attention"]), "attention", binding.name)
     return attention
 
 

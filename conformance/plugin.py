@@ -169,7 +169,8 @@ def classify(excinfo, component, locate=None, impl=None):
     """(verdict, cause, message) for an exception raised by a check; ``impl`` (the implementation) tells the
     crashes that are the checker's own doing (:func:`checker_fault`)."""
     exc = excinfo.value
-    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause.endswith(".dropout_missing") \
+    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause.endswith((".dropout_missing",
+                                                                                ".dropout_rate_ignored")) \
             and not takes(impl, component, "dropout"):
         return (MISSING, "adapter.dropout_rate_not_taken", f"{component}'s constructor takes no dropout rate, so the "
                 "checker cannot set one: where the code applies dropout, if anywhere, is judged with the block that "
@@ -216,7 +217,8 @@ def checker_fault(impl, component, crash, exc, tb):
     a stack that embeds token ids, given vectors by the canonical call; a crash raised in the checker's own code
     with none of the author's running (over an output of a form it did not expect); an ``assert`` of the author's testing only its
     arguments (a precondition the call did not meet); a block that builds on discovery's probe configuration but
-    crashes in an ``__init__`` on a drawn one; or a block of the reference the checker built in place of a broken
+    crashes in an ``__init__`` on a drawn one (or divides by a head width of 0 there, splitting the width by a head
+    count of its own); or a block of the reference the checker built in place of a broken
     one of the author's and that the author's code calls otherwise (the crash runs through the reference's code,
     or is a call not fitting its signature)."""
     if impl is None:
@@ -246,6 +248,10 @@ def checker_fault(impl, component, crash, exc, tb):
             f"{component} builds on the configuration discovery tried but not on "
             f"{case.cfg if case is not None else 'this one'} (a size its code assumes, such as a head count it sets "
             "itself, does not fit)")
+    if isinstance(exc, ZeroDivisionError) and any(f.f_code.co_name == "__init__" for f in frames) \
+            and component in ATTENTION_BLOCKS and not takes(impl, component, "h"):
+        return "adapter.head_count_not_taken", (f"{component}'s constructor takes no head count: its code splits the "
+                                                "drawn width by a head count of its own, which leaves a head width of 0")
     precondition = stated_precondition(exc, tb)
     if precondition:
         return "adapter.precondition_not_met", (f"the code states a precondition the checker's call or "

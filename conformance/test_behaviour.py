@@ -1,5 +1,7 @@
 """Behaviour (§5.4 and general): dropout only in training and where the paper puts it, samples independent of the
 batch they are computed in, and agreement with the reference once its weights are copied over."""
+import math
+
 import pytest
 import torch
 from hypothesis import given
@@ -167,3 +169,61 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
             raise
         raise Missing(f"{component}.reference_mapping_unconfirmed", requirement,
                       f"weights mapped by registration order (unconfirmed), then {failure.observed}", repro)
+
+
+CONFIGURED_RATE = 0.37
+"""A dropout rate no code has as a default, so that a dropout built with its default is told apart."""
+
+
+def applied_dropouts(module, call):
+    """``[(path, p, input shape)]`` of every ``nn.Dropout`` inside ``module`` applied during ``call()``."""
+    seen, hooks = [], []
+    for path, m in module.named_modules():
+        if isinstance(m, torch.nn.Dropout):
+            hooks.append(m.register_forward_pre_hook(
+                lambda mod, args, path=path: seen.append((path, mod.p, tuple(args[0].shape)))))
+    try:
+        call()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
+@pytest.mark.parametrize("component", DROPOUT_ROLES)
+@given(drawn=strategies.settings())
+def test_dropout_rate_reaches_every_dropout(impl, device, component, drawn):
+    """§5.4: one rate, P_drop, for the dropout on every sub-layer output and on the sums of embeddings and
+    positions: a block built with P_drop = 0.37 applies no dropout of another rate to its activations (the d_model
+    or d_ff wide tensors; a dropout on the attention weights is the variant named elsewhere)."""
+    case = Case(impl, device=device, **drawn).with_config(dropout=CONFIGURED_RATE)
+    widths = {case.cfg.d_model, case.cfg.d_ff}
+    case = case.replace(src_len=case.src_len + (case.src_len in widths) * 2,  # lengths no width has: weights
+                        tgt_len=case.tgt_len + (case.tgt_len in widths) * 3)  # and activations told apart
+    m = case.build(component)
+    seen = applied_dropouts(getattr(m, "inner", m), lambda: run(case, component, module=m))
+    other = [(path, p) for path, p, shape in seen
+             if shape and shape[-1] in widths and not math.isclose(p, CONFIGURED_RATE)]
+    if other:
+        path, p = other[0]
+        raise Failure(f"{component}.dropout_rate_ignored", f"the configured P_drop = {CONFIGURED_RATE} on every "
+                      "sub-layer output and on the sums of embeddings and positions (§5.4)",
+                      f"{len(other)} dropout(s) of another rate, the first {path!r} with p = {p:g}: the rate given to "
+                      f"the {component} does not reach it", case.reproduction(component))
+
+
+@pytest.mark.parametrize("component", ["attention"])
+@given(drawn=strategies.settings())
+def test_inputs_left_unchanged(impl, device, component, drawn):
+    """§3.2.1: attention reads its queries, keys and values: a call leaves the caller's tensors as they were (an
+    in-place ``transpose_`` or ``masked_fill_`` on them corrupts every later use of them, and self-attention passes
+    one tensor as all three)."""
+    case = Case(impl, device=device, **drawn)
+    attention = case.build(component)
+    run(case, component, module=attention)
+    modified = getattr(attention, "modified", [])
+    if modified:
+        raise Failure(f"{component}.inputs_modified_in_place", "the query, key and value tensors left unchanged by "
+                      "the call (§3.2.1: attention is a function of them)",
+                      f"the call changed its {', '.join(modified)} in place (an in-place operation such as "
+                      "transpose_ on the caller's tensor)", case.reproduction(component))

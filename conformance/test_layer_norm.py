@@ -17,10 +17,9 @@ from hypothesis import given
 from conformance import strategies
 from conformance.harness import Case, difference, output_tensor
 from conformance.verdicts import Deviation, Failure
-from conformance.weights import is_bias_name
+from conformance.weights import is_bias_name, module_eps
 
 ROLE = "layer_norm"
-EPS_NAMES = ("eps", "epsilon", "variance_epsilon", "variance_eps", "var_eps", "layer_norm_eps", "norm_eps")
 DEFAULT_EPS = 1e-5
 
 
@@ -60,16 +59,6 @@ def reset_affine(module, d):
         bias.zero_()
     for name, p in scalars:
         p.fill_(0.0 if is_bias_name(name) else 1.0)
-
-
-def module_eps(module):
-    """eps read from an attribute with a usual name (the module or a child), else None."""
-    for m in module.modules():
-        for name in EPS_NAMES:
-            value = getattr(m, name, None)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
-    return None
 
 
 def inputs(case, scale, shift=0.0):
@@ -304,41 +293,3 @@ def test_agrees_with_functional_layer_norm(impl, device, component, drawn):
                         f"{wrong}; the output matches the unbiased variance (divided by d_model - 1)")
     raise Failure(f"{ROLE}.disagrees_with_functional", requirement, wrong)
 
-
-EPS_LIMIT = 1e-3
-"""The largest eps a LayerNorm of the model may add to the variance: activations of unit variance are then
-normalized to within 0.05 % (the common values are 1e-5 and 1e-6)."""
-ENCLOSING_ROLES = ("feed_forward", "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder",
-                   "model")
-
-
-def layer_norms(module):
-    """``[(path, eps)]`` of every LayerNorm inside ``module`` (``nn.LayerNorm`` or a module of its own with an eps
-    attribute and a gain and a bias of one size) whose eps can be read."""
-    found = []
-    for path, m in module.named_modules():
-        own = [p for p in m.parameters(recurse=False) if p.dim() == 1]
-        if isinstance(m, torch.nn.LayerNorm) or (len(own) == 2 and own[0].shape == own[1].shape
-                                                  and any(hasattr(m, name) for name in EPS_NAMES)):
-            eps = module_eps(m) if not isinstance(m, torch.nn.LayerNorm) else m.eps
-            if eps is not None:
-                found.append((path or "(itself)", eps))
-    return found
-
-
-@pytest.mark.parametrize("component", ENCLOSING_ROLES)
-@given(drawn=strategies.settings())
-def test_every_layer_norm_has_a_small_eps(impl, device, component, drawn):
-    """§3.1 LayerNorm (Ba et al. 2016): eps only guards the division, so every LayerNorm a block builds, in every
-    layer, adds a small eps to the variance (a LayerNorm built with eps = 1, or with d_model passed where eps goes,
-    leaves small activations far from unit variance)."""
-    case = Case(impl, device=device, **drawn)
-    built = case.build(component)
-    large = [(path, eps) for path, eps in layer_norms(getattr(built, "inner", built)) if eps > EPS_LIMIT]
-    if large:
-        path, eps = large[0]
-        raise Failure(f"{component}.layer_norm_eps_wrong", f"every LayerNorm built with a small eps (at most "
-                      f"{EPS_LIMIT:g}; §3.1, Ba et al. 2016)",
-                      f"{len(large)} LayerNorm(s) with a large eps, the first {path!r} with eps = {eps:g}"
-                      + (" = d_model: the d_model argument bound to eps" if math.isclose(eps, case.cfg.d_model)
-                         else ""), case.reproduction(component))

@@ -6,7 +6,7 @@ The sub-layer connection is called with a known sub-layer. Layers are probed thr
 parameter outside the LayerNorms zeroed each sub-layer outputs 0; with the d_model-sized biases set to a vector c
 (weights still zero) each sub-layer outputs c (or 0 when its last projection has no bias). The outputs of both
 probes are compared with what each placement predicts; placements the probes cannot tell apart give a *missing*
-verdict, never a failure.
+verdict, never a failure. Every LayerNorm a block builds, in every layer, is also checked for a small eps.
 """
 import itertools
 import math
@@ -19,8 +19,8 @@ from hypothesis import given
 from conformance import strategies
 from conformance.harness import Case, canonical_inputs, output_tensor
 from conformance.verdicts import Deviation, Failure, Missing
-from conformance.weights import (inside, layer_lists, norm_modules, perturb_norms, reset_norms, sub_layer_modules,
-                                 zero_non_norm_parameters)
+from conformance.weights import (inside, layer_lists, module_eps, norm_modules, perturb_norms, reset_norms,
+                                 sub_layer_modules, zero_non_norm_parameters)
 
 # (cause, formula in words, y -> next y given the sub-layer f and the layer normalization ln)
 PLACEMENTS = (
@@ -341,3 +341,35 @@ def test_stack_final_norm(impl, device, contract, component, drawn):
                         + note, repro)
     raise Failure(f"{component}.norm_order.final_norm_missing", requirement,
                   "the last layer's unnormalized output is returned" + note, repro)
+
+
+EPS_LIMIT = 1e-3
+"""The largest eps a LayerNorm of the model may add to the variance: activations of unit variance are then
+normalized to within 0.05 % (the common values are 1e-5 and 1e-6)."""
+ENCLOSING_ROLES = ("feed_forward", "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder",
+                   "model")
+
+
+def norm_eps(module):
+    """``[(path, eps)]`` of every norm-like module inside ``module`` whose eps can be read."""
+    found = [(path or "(itself)", m.eps if isinstance(m, torch.nn.LayerNorm) else module_eps(m))
+             for path, m in norm_modules(module)]
+    return [(path, eps) for path, eps in found if eps is not None]
+
+
+@pytest.mark.parametrize("component", ENCLOSING_ROLES)
+@given(drawn=strategies.settings())
+def test_every_layer_norm_has_a_small_eps(impl, device, component, drawn):
+    """§3.1 LayerNorm (Ba et al. 2016): eps only guards the division, so every LayerNorm a block builds, in every
+    layer, adds a small eps to the variance (a LayerNorm built with eps = 1, or with d_model passed where eps goes,
+    leaves small activations far from unit variance)."""
+    case = Case(impl, device=device, **drawn)
+    built = case.build(component)
+    large = [(path, eps) for path, eps in norm_eps(getattr(built, "inner", built)) if eps > EPS_LIMIT]
+    if large:
+        path, eps = large[0]
+        raise Failure(f"{component}.layer_norm_eps_wrong", f"every LayerNorm built with a small eps (at most "
+                      f"{EPS_LIMIT:g}; §3.1, Ba et al. 2016)",
+                      f"{len(large)} LayerNorm(s) with a large eps, the first {path!r} with eps = {eps:g}"
+                      + (" = d_model: the d_model argument bound to eps" if math.isclose(eps, case.cfg.d_model)
+                         else ""), case.reproduction(component))

@@ -99,12 +99,25 @@ SCALE_MISTAKES = {
 }
 
 
-def name_scale(scale, cfg):
-    """The known mistake a measured score scale matches, or None."""
-    for name, value in SCALE_MISTAKES.items():
-        if math.isclose(scale, value(cfg), rel_tol=1e-3):
-            return name
-    return None
+def name_scale(scale, case, component):
+    """The known mistake a measured score scale matches, or None. A scale of 1 / sqrt(number of keys)
+    (``sqrt(K.shape[-1])`` read after K was transposed) is told from a mistake of the same value by measuring again
+    with another number of keys."""
+    named = [name for name, value in SCALE_MISTAKES.items() if math.isclose(scale, value(case.cfg), rel_tol=1e-3)]
+    if math.isclose(scale, 1 / math.sqrt(case.src_len), rel_tol=1e-3):
+        other = case.replace(src_len=max(case.src_len, case.cfg.d_k, case.tgt_len) + 2)
+        if math.isclose(measured_scale(other, component), 1 / math.sqrt(other.src_len), rel_tol=1e-3):
+            return "sqrt_key_length"
+    return named[0] if named else None
+
+
+def measured_scale(case, component):
+    """The factor between the scores ``component`` computes and Q K^T (None when they are not proportional)."""
+    recorder, raw, allowed, _ = observe_attention(case, component)
+    call = attention_softmax(recorder, case, component)
+    if call is None:
+        return sdpa_scale(recorder.sdpa_calls[-1])
+    return constant_ratio(call.scores.to(raw.dtype), raw, allowed)
 
 
 def diagnose_unproportional_scores(call, inputs, allowed, case, component):
@@ -142,7 +155,7 @@ def test_scores_scaled_by_inverse_sqrt_d_k(impl, device, component, drawn):
             diagnose_unproportional_scores(call, inputs, allowed, case, component)
     expected = 1 / math.sqrt(case.cfg.d_k)
     if not math.isclose(scale, expected, rel_tol=1e-3):
-        mistake = name_scale(scale, case.cfg) or "wrong"
+        mistake = name_scale(scale, case, component) or "wrong"
         raise Failure(f"{component}.scale.{mistake}",
                       f"scores multiplied by 1/sqrt(d_k) = {expected:.6g} (§3.2.1; d_k={case.cfg.d_k}, "
                       f"d_model={case.cfg.d_model}, h={case.cfg.h})",

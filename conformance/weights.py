@@ -188,3 +188,16 @@ def _copy(plan):
         for c, sources in plan:
             c.copy_(torch.cat([s.detach().to(device=c.device, dtype=c.dtype) for s in sources], dim=0)
                     if c.dim() else sources[0].detach().to(device=c.device, dtype=c.dtype))
+
+
+EPS_NAMES = ("eps", "epsilon", "variance_epsilon", "variance_eps", "var_eps", "layer_norm_eps", "norm_eps")
+
+
+def module_eps(module):
+    """eps read from an attribute with a usual name (the module or a child), else None."""
+    for m in module.modules():
+        for name in EPS_NAMES:
+            value = getattr(m, name, None)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
+    return None
