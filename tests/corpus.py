@@ -46,9 +46,10 @@ def materialise(name, scratch):
 def check(name, out_dir, timeout=600):
     """The suite's JSON report on corpus entry ``name`` (also written, with its markdown, under ``out_dir``)."""
     with tempfile.TemporaryDirectory(prefix=f"corpus-{name}-") as scratch:
-        path = report(materialise(name, scratch), out_dir, timeout=timeout)
+        own = Path(scratch) / "report"  # (two entries may share a file name, transformer.py: no shared partial file)
+        path = report(materialise(name, scratch), own, timeout=timeout)
         if path is None:
-            raise RuntimeError((Path(out_dir) / f"{Path(ENTRIES[name]['impl']).stem}.md").read_text())
+            raise RuntimeError((own / f"{Path(ENTRIES[name]['impl']).stem}.md").read_text())
         final = Path(out_dir) / f"{name}.json"
         path.replace(final)
         path.with_suffix(".md").replace(final.with_suffix(".md"))
@@ -102,7 +103,8 @@ def main(argv=None):
                 reports[name] = future.result()
             except RuntimeError as exc:  # the run wrote no report: the matrix says so, the others still count
                 reports[name] = {"checks": [], "no_report": str(exc)[-2000:]}
-            print(f"{name}: {'no report' if 'no_report' in reports[name] else 'checked'}", file=sys.stderr)
+            print(f"{name}: " + (f"no report ({reports[name]['no_report'][-600:]})" if "no_report" in reports[name]
+                                 else "checked"), file=sys.stderr)
     cards = [scorecard(name, data) for name, data in reports.items()]
     total = [sum(c[i] for c in cards) for i in range(4)]
     summary = (f"roles found {total[0]}/{total[1]} ({total[0] / total[1]:.0%}), bugs named {total[2]}/{total[3]}, "
