@@ -1673,6 +1673,10 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
             try:
                 if builds_a_module(role, binding.target):
                     binding.constructor = constructor_plan(binding.target, role, bindings)
+                if role == "model" and not {"vocab_size", "src_vocab", "tgt_vocab"} & hyperparameters_fed(binding,
+                                                                                                          bindings):
+                    notes[-1] += "; it takes no vocabulary, so it is no model of token sequences: not bound"
+                    continue
                 roles[role] = (function_role(binding, convention) if role in FUNCTION_ROLES
                                else module_builder(binding, bindings, convention))
                 bindings[role] = binding

@@ -25,11 +25,9 @@ from conformance.verdicts import SEVERITY  # noqa: E402
 
 CORPUS = ROOT / "tests" / "third_party"
 ENTRIES = {e["name"]: e for e in tomllib.loads((CORPUS / "manifest.toml").read_text())["implementation"]}
-HELD_TO_KEY = ("annotated_transformer", "hyunwoongko_transformer", "bentrevett_seq2seq_transformer",
-               "gordicaleksa_original_transformer", "pytorch_examples_translator")
-"""The entries ``tests/test_answer_keys.py`` holds to their keys (what the checker still misses there is written in
-the key as a ``known_gap`` or ``role_gaps``, a strict xfail). The others have keys written but still draw false
-findings: they join this list as the checker learns them (``python tests/corpus.py`` shows where each stands)."""
+HELD_TO_KEY = tuple(ENTRIES)
+"""The entries ``tests/test_answer_keys.py`` holds to their keys: all of them (what the checker still misses is written
+in the key as a ``known_gap`` or ``role_gaps``, a strict xfail; ``python tests/corpus.py`` shows where each stands)."""
 
 
 def key_path(name):

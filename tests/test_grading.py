@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conformance.grading import runner as grading
-from tests import answer_keys, mutants
+from tests import answer_keys, corpus, mutants, students
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = ROOT.parent / "shared" / "seeds"
@@ -201,3 +201,27 @@ def test_the_html_page_renders_in_a_headless_browser(graded, tmp_path):
     subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,900", page], capture_output=True,
                    timeout=120)
     assert shot.exists() and shot.stat().st_size > 5000
+
+
+CORRECT_ELSEWHERE = ("annotated_transformer", "gordicaleksa_original_transformer", "jadore801120_aiayn",
+                     "bentrevett_seq2seq_transformer")
+"""Corpus entries whose keys list no real mistake (deviations only): a notebook, a multi-file package with relative
+imports, a single file with a config of long argument names, the Annotated Transformer with its factory function."""
+
+
+def test_correct_code_in_every_style_grades_full_marks(tmp_path):
+    """Correct implementations written otherwise than the reference (the student styles, and public code whose keys
+    list no mistake) grade 100: deviations are named, not penalised, and what the checker cannot call is no fault."""
+    folder = tmp_path / "class"
+    for style in students.STYLES:
+        students.write(None, folder, style)
+    for name in CORRECT_ELSEWHERE:
+        assert not [f for f in answer_keys.read_key(corpus.key_path(name)).findings if f.kind != "deviation"]
+        impl, root = corpus.materialise(name, tmp_path / "scratch"), tmp_path / "scratch" / name
+        if len(list(root.rglob("*.py"))) > 1:  # a project: handed in as its folder
+            shutil.copytree(root, folder / name)
+        else:  # one file: a module or a notebook
+            shutil.copy(impl, folder / f"{name}{impl.suffix}")
+    results = grading.grade(folder, tmp_path / "out", jobs=2, progress=False)
+    scores = {name: (r["status"], r["score"]) for name, r in results.items()}
+    assert all(status == "graded" and score == 100 for status, score in scores.values()), scores
