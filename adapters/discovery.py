@@ -1082,8 +1082,7 @@ def function_role(binding, convention):
 def attention_function(binding, convention):
     """The canonical attention callable of ``binding``: a function, an attention module such as
     ``ScaledDotProductAttention(d_k, dropout)`` or a method of a multi-head block, each built for the width of the
-    queries. The author's code gets copies of the queries, keys and values, as from its own block, and the
-    callable's ``modified`` says which of them the last call changed in place (``K.transpose_(2, 3)``)."""
+    queries."""
     target = binding.target
 
     def callee(query):
@@ -1098,14 +1097,9 @@ def attention_function(binding, convention):
 
     def attention(query, key, value, mask=None):
         function = callee(query)
-        given = (query, key, value)
-        copies = tuple(t.clone() for t in given)
-        out = function(**adapt_arguments(plan_arguments(function, CANONICAL_CALLS["attention"]),
-                                         dict(zip(CANONICAL_CALLS["attention"], (*copies, mask))), convention))
-        attention.modified = [name for name, before, after in zip(("query", "key", "value"), given, copies)
-                              if after.shape != before.shape or not torch.equal(after, before)]
-        return out
-    attention.modified = []
+        return function(**adapt_arguments(plan_arguments(function, CANONICAL_CALLS["attention"]),
+                                          dict(zip(CANONICAL_CALLS["attention"], (query, key, value, mask))),
+                                          convention))
     if binding.part_of is None and not inspect.isclass(target):
         attention.inputs_not_accepted = lambda: inputs_not_accepted(
             target, plan_arguments(target, CANONICAL_CALLS["attention"]), "attention", binding.name)
