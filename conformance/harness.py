@@ -1,6 +1,5 @@
 """What every check uses: a :class:`Case` (implementation, configuration, inputs) and the canonical calls."""
 import dataclasses
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -63,7 +62,7 @@ class Case:
     def build(self, role, train=False):
         """Build ``role`` with the case's seed, on its device and dtype, in eval mode (train mode if asked)."""
         if role in FUNCTION_ROLES:
-            return on_copies(self.impl.function(role))
+            return OnCopies(self.impl.function(role))
         seed_generators(self.seed, self.device)
         module = self.impl.build(role, self.cfg)
         if not isinstance(module, nn.Module):
@@ -113,19 +112,23 @@ class Case:
         ])
 
 
-def on_copies(function):
-    """``function`` called with copies of its tensor arguments, as a block calls it with tensors of its own: a
-    function changing its inputs in place (``K.transpose_(2, 3)``) does not change the checker's. The wrapper's
-    ``modified`` lists the positions of the arguments the last call changed."""
-    @functools.wraps(function)
-    def call(*args, **kwargs):
+class OnCopies:
+    """A function role called with copies of its tensor arguments, as a block calls it with tensors of its own: a
+    function changing its inputs in place (``K.transpose_(2, 3)``) does not change the checker's. ``modified`` lists
+    the positions of the arguments the last call changed; any other attribute is the function's own."""
+
+    def __init__(self, function):
+        self.function, self.modified = function, []
+
+    def __call__(self, *args, **kwargs):
         copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        out = function(*copies, **kwargs)
-        call.modified = [i for i, (a, c) in enumerate(zip(args, copies)) if isinstance(a, torch.Tensor)
+        out = self.function(*copies, **kwargs)
+        self.modified = [i for i, (a, c) in enumerate(zip(args, copies)) if isinstance(a, torch.Tensor)
                          and (c.shape != a.shape or not torch.equal(c, a))]
         return out
-    call.modified = []
-    return call
+
+    def __getattr__(self, name):
+        return getattr(self.function, name)
 
 
 # -- canonical calls -----------------------------------------------------------------------------
