@@ -212,6 +212,8 @@ class Binding:
     masks: str = None
     """The mask convention of this role where its masks have another shape than the others' (found by behaviour:
     a layer taking key-padding vectors, its attention block taking masks with a head axis)."""
+    adds_table: bool = False
+    """A positional encoding that returns its table, which its caller adds to the embeddings."""
     takes_token_ids: bool = False
     """A stack or layer that embeds token ids itself: its canonical call (vectors) fails, yet the blocks that build
     it call it with tokens, so they are built with it and not with a stand-in."""
@@ -484,7 +486,8 @@ def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
         raise RecursionError("sub-blocks nest too deeply")
     if binding.part_of is not None:
         owner, path, within = binding.part_of
-        return build_from_plan(owner, cfg, within, depth + 1, convention).get_submodule(path)
+        block = build_from_plan(owner, cfg, within, depth + 1, convention)
+        return block.get_submodule(path) if path else MethodModule(block, binding.target.__name__)
     kwargs = {}
     vocabularies = sub_block_vocabularies(binding.constructor, cfg) if binding.role == "model" else {}
     for argument, source in binding.constructor.items():
@@ -635,7 +638,8 @@ def builds(binding, bindings):
 
 def forward_parameters(target):
     """The parameter names of the forward (or of the function) after ``self``."""
-    function = target.forward if isinstance(target, nn.Module) else target
+    function = (getattr(target.block, target.method) if isinstance(target, MethodModule) else
+                target.forward if isinstance(target, nn.Module) else target)
     try:
         return [p for p in inspect.signature(function).parameters.values()
                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -843,11 +847,12 @@ class Adapted(Transparent):
     """A candidate module under the canonical call of its role (inputs by name, masks converted, tensors in the
     code's layout)."""
 
-    def __init__(self, inner, role, convention, layout=None, arguments=None, tokens_for_positions=False):
+    def __init__(self, inner, role, convention, layout=None, arguments=None, tokens_for_positions=False,
+                 adds_table=False):
         super().__init__()
         self.inner, self.role, self.convention, self.layout = inner, role, convention, layout
         self.arguments = arguments or plan_arguments(inner, CANONICAL_CALLS[role])
-        self.tokens_for_positions = tokens_for_positions
+        self.tokens_for_positions, self.adds_table = tokens_for_positions, adds_table
         """A positional encoding called with token ids (only their shape counts) instead of the embeddings."""
         self.setup, self.setup_arguments = setup_call(inner, role, {c for _, c in self.arguments})
 
@@ -857,7 +862,7 @@ class Adapted(Transparent):
             getattr(self.inner, self.setup)(**argument_values(self.setup_arguments, named, self.convention))
         given = dict(named, x=positions_of(named["x"])) if self.tokens_for_positions else named
         out = first_tensor(self.inner(**adapt_arguments(self.arguments, given, self.convention)))
-        if self.role == "positional_encoding" and returns_table(out, named["x"]):
+        if self.role == "positional_encoding" and returns_table(out, named["x"], self.adds_table):
             out = named["x"] + out  # the (length, d_model) table alone: its caller adds it, as the author's does
         if self.role in ("encoder", "decoder") and isinstance(out, torch.Tensor) and out.dim() == 4 \
                 and out.shape[1:3] == named["x"].shape[:2]:
@@ -874,15 +879,38 @@ class Adapted(Transparent):
         return [c for c in missing if c not in {c for _, c in self.setup_arguments}], signature
 
 
+class MethodModule(nn.Module):
+    """A method of a built block as a module of its own (``Transformer.get_position_encoding(x)``): the block moves
+    with it, but its parameters are not this module's."""
+
+    def __init__(self, block, method):
+        super().__init__()
+        object.__setattr__(self, "block", block)  # (not registered: its parameters belong to the block's role)
+        self.method = method
+
+    def forward(self, *args, **kwargs):
+        return getattr(self.block, self.method)(*args, **kwargs)
+
+    def _apply(self, fn, *args, **kwargs):
+        self.block._apply(fn, *args, **kwargs)
+        return super()._apply(fn, *args, **kwargs)
+
+    def train(self, mode=True):
+        self.block.train(mode)
+        return super().train(mode)
+
+
 def positions_of(x):
     """Token ids (ones) of the shape of the embeddings ``x`` without their feature axis: what a positional encoding
     that its caller calls with the tokens is given."""
     return torch.ones(x.shape[:-1], dtype=torch.long, device=x.device)
 
 
-def returns_table(out, x):
-    """Whether a positional encoding returned its (length, d_model) table for ``x`` rather than ``x`` plus it."""
-    return isinstance(out, torch.Tensor) and out.dim() == 2 and x.dim() == 3 and tuple(out.shape) == x.shape[1:]
+def returns_table(out, x, known=False):
+    """Whether a positional encoding returned its (length, d_model) table for ``x`` (or (1, length, d_model))
+    rather than ``x`` plus it; ``known``: discovery found that it does, so a batch of one says nothing else."""
+    return isinstance(out, torch.Tensor) and x.dim() == 3 and out.shape[-2:] == x.shape[1:] and (
+        out.dim() == 2 or out.dim() == 3 and out.size(0) == 1 and (x.size(0) > 1 or known))
 
 
 def setup_call(inner, role, taken):
@@ -1115,7 +1143,7 @@ def module_builder(binding, bindings, convention):
         if binding.role == "model":
             return AdaptedModel(inner, convention, cfg.d_model, binding.layout)
         return Adapted(inner, binding.role, convention, binding.layout, binding.call,
-                       binding.role == "positional_encoding" and binding.takes_token_ids)
+                       binding.role == "positional_encoding" and binding.takes_token_ids, binding.adds_table)
     build.__name__ = f"build_{binding.role}"
     build.hyperparameters = hyperparameters_fed(binding, bindings)
     if binding.role == "model" and one_lookup_for_both_sides(binding, bindings, convention):
@@ -1134,8 +1162,8 @@ def one_lookup_for_both_sides(binding, bindings, convention):
 def hyperparameters_fed(binding, bindings, depth=0):
     """The canonical hyperparameters (sizes, h, dropout) that reach ``binding``'s constructor, its own and its
     sub-blocks' (a feed-forward network whose width is fixed in its code, ``4 * d_model``, is not fed d_ff)."""
-    if binding.part_of is not None:
-        return hyperparameters_fed(binding.part_of[0], bindings, depth + 1)
+    if binding.part_of is not None:  # what its block is fed; a method of a block takes no constructor argument
+        return hyperparameters_fed(binding.part_of[0], bindings, depth + 1) if binding.part_of[1] else set()
     fed = set()
     for source in binding.constructor.values():
         inner = (bindings.get(source[5:]) if source.startswith("role:")
@@ -1454,13 +1482,14 @@ def parts_in_built_blocks(bindings, found, taken):
     """``{role: binding}`` for roles no class or function was bound to on its own, found inside a bound block as
     that block builds them (:attr:`Binding.part_of`): a class of the role's name the block builds
     (``ScaledDotProductAttention(temperature=d_k ** 0.5)``), a method of the multi-head block computing attention
-    (``MultiHeadedAttention.attention``), and the stacks (:func:`stacks_in_the_model`)."""
+    (``MultiHeadedAttention.attention``) or of the model computing the positional encodings
+    (``Transformer.get_position_encoding``), and the stacks (:func:`stacks_in_the_model`)."""
     parts = stacks_in_the_model(bindings, found)
     for role in ROLE_ORDER:
         if role in bindings or role in parts or role in METHOD_ROLES or role == "model":
             continue
-        outers = [o for o in ROLE_ORDER if o in bindings and bindings[o].works and encloses(o, role)
-                  and inspect.isclass(bindings[o].target)]
+        outers = [o for o in ROLE_ORDER if o in bindings and encloses(o, role)
+                  and builds_a_module(o, bindings[o].target)]
         for outer in outers:  # the innermost first (ROLE_ORDER goes outwards)
             block = probe_build(bindings[outer], bindings)
             kinds = {obj: name for _, name, obj in ranked(role, found, taken) if inspect.isclass(obj)}
@@ -1470,10 +1499,11 @@ def parts_in_built_blocks(bindings, found, taken):
                                       part_of=(bindings[outer], path, bindings),
                                       notes=[f"(the {outer}'s {path}, as {bindings[outer].name} builds it)"])
                 break
-            methods = [n for n, value in vars(bindings[outer].target).items() if inspect.isfunction(value)
+            methods = [n for n, value in vars(bindings[outer].target).items() if inspect.isclass(bindings[outer].target)
+                       and inspect.isfunction(value)
                        and n not in ("__init__", "forward") and (name_score(n, ROLE_NAMES[role])
                                                                  or normalize(n) in SHORT_NAMES.get(role, ()))]
-            if block is not None and methods and role in FUNCTION_ROLES:
+            if block is not None and methods and role in FUNCTION_ROLES + ("positional_encoding",):
                 parts[role] = Binding(role, f"{bindings[outer].name}.{methods[0]}", getattr(type(block), methods[0]),
                                       part_of=(bindings[outer], None, bindings),
                                       notes=[f"(a method of the {outer}, called on it as {bindings[outer].name} "
@@ -1707,8 +1737,10 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
         x = torch.zeros(2, 5, PROBE.d_model)
         given = positions_of(x) if table.tokens_for_positions else x
         if returns_table(first_tensor(table.inner(**adapt_arguments(table.arguments, {"x": given}, convention))), x):
+            bindings["positional_encoding"].adds_table = True
             bindings["positional_encoding"].notes.append("returns the (length, d_model) table, which its caller adds "
                                                          "to the embeddings: checked as x + table")
+            roles["positional_encoding"] = module_builder(bindings["positional_encoding"], bindings, convention)
     if any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # the lookups and positions the model feeds
         for role in ("embedding", "positional_encoding"):               # are called in the model's layout
             if role in bindings and bindings[role].layout is None:

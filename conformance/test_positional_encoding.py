@@ -89,6 +89,9 @@ def known_tables(length, d):
         "positions_start_at_1": (sinusoids(length, d, start=1), "positions counted from 1, not 0", False),
         "concatenated_sin_cos": (sinusoids(length, d, layout="concatenated"), "the sines of all frequencies "
                                  "followed by the cosines (tensor2tensor's layout), not interleaved", True),
+        "timing_signal": (sinusoids(length, d, exponents=i / max(d // 2 - 1, 1), layout="concatenated"),
+                          "tensor2tensor's timing signal: the sines followed by the cosines, with frequencies "
+                          "10000^(-i/(d_model/2 - 1)) (the last exactly 1/10000)", True),
         "zero_on_zero_input": (torch.zeros(length, d, dtype=torch.float64), "all zeros: no encoding is added (or "
                                "it multiplies the input)", False),
     }

@@ -69,6 +69,14 @@ def scaled_attention(scale):
     return forward
 
 
+def timing_signal(length, d):
+    """tensor2tensor's positional encodings: the sines of d/2 frequencies 10000^(-i/(d/2 - 1)), then the cosines."""
+    pairs = d // 2
+    angle = torch.arange(length, dtype=torch.float64)[:, None] * torch.pow(
+        10000.0, -torch.arange(pairs, dtype=torch.float64) / max(pairs - 1, 1))[None, :]
+    return torch.nn.functional.pad(torch.cat([torch.sin(angle), torch.cos(angle)], 1), (0, d % 2))
+
+
 def add_final_norm(stack):
     """A fresh reference LayerNorm (unit gain, zero bias) after the stack: the LayerNorm variants apply to it too."""
     gain = stack.layers[0].sublayer[0].norm.gain
@@ -96,6 +104,9 @@ VARIANTS = [
             "before adding the table (the embeddings' scaling of §3.4 done there)", "positional_encoding",
             ref.PositionalEncoding,
             lambda self, x: self.dropout(x * math.sqrt(self.pe.size(-1)) + self.pe[:, :x.size(1)])),
+    Variant("timing_signal", True, "tensor2tensor's timing signal: sines then cosines, frequencies "
+            "10000^(-i/(d_model/2 - 1))", "positional_encoding", ref.PositionalEncoding,
+            lambda self, x: self.dropout(x + timing_signal(x.size(1), x.size(-1)).to(x))),
     Variant("generator_logits", True, "the generator returns logits (the softmax left to the loss)", "generator",
             ref.Generator, lambda self, x: self.proj(x)),
     Variant("generator_softmax", True, "the generator returns probabilities (softmax), not log-probabilities",
