@@ -6,6 +6,7 @@ import textwrap
 from adapters.discovery import PROBE, constructor_plan, learn_arguments
 from adapters.loading import load_code
 from adapters.submission import load_implementation
+from tests import mutants
 from tests.suite import run_suite
 
 FFN = '''
@@ -233,3 +234,18 @@ def test_a_project_folder_is_read_whole_and_its_scripts_are_not_run(tmp_path):
     assert "loaded as project: 1 code cell(s)" in impl.notes
     assert "feed_forward" in impl.roles, impl.notes
     assert not ran.exists()
+
+
+def test_a_name_two_subpackages_define_is_bound_to_the_class_the_model_builds(tmp_path):
+    """Two sub-packages each define the reference's class names (an older copy with a GELU network sorts first):
+    the roles are the classes the package's model builds, kept apart under their qualified names."""
+    older = mutants.apply(mutants.BY_NAME["ffn_gelu"])
+    package = write(tmp_path / "project", {
+        "pkg/__init__.py": "from pkg.current.model import Transformer\n",
+        "pkg/a_older/__init__.py": "", "pkg/a_older/model.py": older,
+        "pkg/current/__init__.py": "", "pkg/current/model.py": mutants.reference_source()}) / "pkg"
+    impl = load_implementation(str(package))
+    bound = {n.split(":")[0]: n.split(":")[1].split()[0] for n in impl.notes if ": " in n and not n.startswith("loaded")}
+    assert bound["model"] == "Transformer", impl.notes
+    assert bound["feed_forward"] == "pkg.current.model.PositionwiseFeedForward", impl.notes
+    assert bound["encoder_layer"] == "pkg.current.model.EncoderLayer", impl.notes
