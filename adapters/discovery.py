@@ -1469,8 +1469,8 @@ def assembled_together(bindings, found):
         outers = [outer for outer in inside if encloses(outer, role)]
         outermost = [outer for outer in outers if not any(encloses(o, outer) for o in outers)]
         chosen = {name for name, cls in classes.items() if any(cls in inside[outer] for outer in outermost)}
-        if role in bindings and bindings[role].works and not any(encloses(o, role) for o in bindings):
-            continue  # the outermost block bound and working (the model) is the anchor, not chosen by its parts
+        if role == "model" and role in bindings and bindings[role].works:
+            continue  # a working model is the anchor of the assembly, not chosen again by the parts it builds
         parts = {bindings[p].target for p in ENCLOSED.get(role, ()) if p in bindings and p in LAYERED}
         for name, cls in classes.items() if not chosen and parts else ():  # the stacks of bound layers
             module = probe_build(Binding(role, name, cls, constructor_plan_or_none(cls, role, bindings)), bindings)
