@@ -241,11 +241,11 @@ def test_a_name_two_subpackages_define_is_bound_to_the_class_the_model_builds(tm
     the roles are the classes the package's model builds, kept apart under their qualified names."""
     older = mutants.apply(mutants.BY_NAME["ffn_gelu"])
     package = write(tmp_path / "project", {
-        "pkg/__init__.py": "from pkg.current.model import Transformer\n",
-        "pkg/a_older/__init__.py": "", "pkg/a_older/model.py": older,
-        "pkg/current/__init__.py": "", "pkg/current/model.py": mutants.reference_source()}) / "pkg"
+        "twins/__init__.py": "from twins.current.model import Transformer\n",
+        "twins/a_older/__init__.py": "", "twins/a_older/model.py": older,
+        "twins/current/__init__.py": "", "twins/current/model.py": mutants.reference_source()}) / "twins"
     impl = load_implementation(str(package))
     bound = {n.split(":")[0]: n.split(":")[1].split()[0] for n in impl.notes if ": " in n and not n.startswith("loaded")}
     assert bound["model"] == "Transformer", impl.notes
-    assert bound["feed_forward"] == "pkg.current.model.PositionwiseFeedForward", impl.notes
-    assert bound["encoder_layer"] == "pkg.current.model.EncoderLayer", impl.notes
+    assert bound["feed_forward"] == "twins.current.model.PositionwiseFeedForward", impl.notes
+    assert bound["encoder_layer"] == "twins.current.model.EncoderLayer", impl.notes
