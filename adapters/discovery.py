@@ -1134,6 +1134,12 @@ def attention_function(binding, convention):
     return attention
 
 
+def role_builder(binding, bindings, convention):
+    """The canonical callable of a function role, or the builder of a module role."""
+    return (function_role(binding, convention) if binding.role in FUNCTION_ROLES
+            else module_builder(binding, bindings, convention))
+
+
 def module_builder(binding, bindings, convention):
     """The canonical builder of a module role: construct from the plan, wrap under the canonical call."""
     convention = binding.masks or convention
@@ -1209,14 +1215,12 @@ def masks_of_another_shape(binding, module_name, roles, bindings, convention):
         if convention.endswith(shape):
             continue
         binding.masks = base + shape
-        roles[binding.role] = (function_role(binding, convention) if binding.role in FUNCTION_ROLES
-                               else module_builder(binding, bindings, convention))
+        roles[binding.role] = role_builder(binding, bindings, convention)
         if behaves(Implementation(module_name, roles), binding.role) is None:
             binding.notes.append(f"(masks: {describe_convention(binding.masks)})")
             return True
     binding.masks = None
-    roles[binding.role] = (function_role(binding, convention) if binding.role in FUNCTION_ROLES
-                           else module_builder(binding, bindings, convention))
+    roles[binding.role] = role_builder(binding, bindings, convention)
     return False
 
 
@@ -1241,8 +1245,8 @@ def accepts(role, obj):
 def ranked(role, found, taken, prefer=frozenset()):
     """Candidates for ``role``, those named in ``prefer`` first, then (for the model) the functions that build it
     as its author does (``make_model``, rather than a class built of the checker's guesses), then best name first;
-    an object already bound to another role is not a candidate. A function whose name says nothing is still a subsequent-mask helper when it
-    makes one (:func:`makes_causal_mask`), ranked after the names."""
+    an object already bound to another role is not a candidate. A function whose name says nothing is still a
+    subsequent-mask helper when it makes one (:func:`makes_causal_mask`), ranked after the names."""
     scored = []
     for name, obj in found.items():
         if name in taken or not accepts(role, obj):
@@ -1258,11 +1262,15 @@ def ranked(role, found, taken, prefer=frozenset()):
             score = BEHAVIOUR_SCORE
         if score:
             scored.append((score, name, obj))
-    return sorted(scored, key=lambda t: (t[1] not in prefer, not (role == "model" and inspect.isfunction(t[2])), -t[0]))
+    return sorted(scored, key=lambda t: (t[1] not in prefer, not (role == "model" and inspect.isfunction(t[2])),
+                                         -t[0]))
 
 
 ROLE_WORDS = {"sublayer_connection": ("sublayer", "residual"), "generator": ("generator",)}
 """Words that name a role inside a longer name (``SublayerLogic``, ``DecoderGenerator``)."""
+
+
+NORMALIZED = {role: {normalize(s) for s in synonyms} for role, synonyms in ROLE_NAMES.items()}
 
 
 def names_the_role(name, role):
@@ -1271,8 +1279,7 @@ def names_the_role(name, role):
     ``EncoderLayer`` names the encoder layer, not the encoder."""
     words = [w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)]
     runs = {"".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)}
-    longest = {r: max((len(run) for run in runs if run in {normalize(s) for s in synonyms}), default=0)
-               for r, synonyms in ROLE_NAMES.items()}
+    longest = {r: max((len(run) for run in runs if run in synonyms), default=0) for r, synonyms in NORMALIZED.items()}
     return longest[role] > 0 and longest[role] == max(longest.values())
 WORD_SCORE = 0.8
 BEHAVIOUR_SCORE = 0.5
@@ -1466,11 +1473,11 @@ def assembled_together(bindings, found):
         classes = {name: obj for _, name, obj in ranked(role, found, set()) if inspect.isclass(obj)}
         if len(classes) < 2:
             continue
+        if role == "model" and role in bindings and bindings[role].works:
+            continue  # a working model is the anchor of the assembly, not chosen again by the parts it builds
         outers = [outer for outer in inside if encloses(outer, role)]
         outermost = [outer for outer in outers if not any(encloses(o, outer) for o in outers)]
         chosen = {name for name, cls in classes.items() if any(cls in inside[outer] for outer in outermost)}
-        if role == "model" and role in bindings and bindings[role].works:
-            continue  # a working model is the anchor of the assembly, not chosen again by the parts it builds
         parts = {bindings[p].target for p in ENCLOSED.get(role, ()) if p in bindings and p in LAYERED}
         for name, cls in classes.items() if not chosen and parts else ():  # the stacks of bound layers
             module = probe_build(Binding(role, name, cls, constructor_plan_or_none(cls, role, bindings)), bindings)
@@ -1501,10 +1508,10 @@ def parts_in_built_blocks(bindings, found, taken):
                                       part_of=(bindings[outer], path, bindings),
                                       notes=[f"(the {outer}'s {path}, as {bindings[outer].name} builds it)"])
                 break
-            methods = [n for n, value in vars(bindings[outer].target).items() if inspect.isclass(bindings[outer].target)
-                       and inspect.isfunction(value)
-                       and n not in ("__init__", "forward") and (name_score(n, ROLE_NAMES[role])
-                                                                 or normalize(n) in SHORT_NAMES.get(role, ()))]
+            methods = [n for n, value in vars(bindings[outer].target).items()
+                       if inspect.isclass(bindings[outer].target) and inspect.isfunction(value)
+                       and n not in ("__init__", "forward")
+                       and (name_score(n, ROLE_NAMES[role]) or normalize(n) in SHORT_NAMES.get(role, ()))]
             if block is not None and methods and role in FUNCTION_ROLES + ("positional_encoding",):
                 parts[role] = Binding(role, f"{bindings[outer].name}.{methods[0]}", getattr(type(block), methods[0]),
                                       part_of=(bindings[outer], None, bindings),
@@ -1645,8 +1652,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                     binding.constructor = constructor_plan(obj, role, bindings)
                 if role == "attention" and learns_weights(binding, bindings):
                     continue  # a block with projections of its own is not the attention function of eq. (1)
-                roles[role] = (function_role(binding, convention) if role in FUNCTION_ROLES
-                               else module_builder(binding, bindings, convention))
+                roles[role] = role_builder(binding, bindings, convention)
             except (LookupError, ValueError, TypeError) as exc:
                 if score >= FALLBACK_SCORE:
                     first_failure = best_failure(first_failure, (binding, str(exc)), score)
@@ -1703,15 +1709,13 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                                                                                                           bindings):
                     notes[-1] += "; it takes no vocabulary, so it is no model of token sequences: not bound"
                     continue
-                roles[role] = (function_role(binding, convention) if role in FUNCTION_ROLES
-                               else module_builder(binding, bindings, convention))
+                roles[role] = role_builder(binding, bindings, convention)
                 bindings[role] = binding
                 taken.add(binding.name)
             except (LookupError, ValueError, TypeError):
                 pass
     for role, binding in parts_in_built_blocks(bindings, found, taken).items():
-        roles[role] = (function_role(binding, convention) if role in FUNCTION_ROLES
-                       else module_builder(binding, bindings, convention))
+        roles[role] = role_builder(binding, bindings, convention)
         if behaves(Implementation(module_name, roles), role) is None \
                 or masks_of_another_shape(binding, module_name, roles, bindings, convention):
             bindings[role] = binding
