@@ -1092,10 +1092,16 @@ def function_role(binding, convention):
     if role == "subsequent_mask":
         arguments = plan_arguments(target, CANONICAL_CALLS[role])
 
-        def subsequent_mask(size):
-            name, _ = next(((n, c) for n, c in arguments if c == "size"), ("size", "size"))
-            value = torch.ones(1, size, dtype=torch.long) if normalize(name) in TENSOR_SIZE_NAMES else size
+        name, _ = next(((n, c) for n, c in arguments if c == "size"), ("size", "size"))
+        takes_tokens = normalize(name) in TENSOR_SIZE_NAMES
+
+        def called_with(value):
             return from_convention(target(**argument_values(arguments, {"size": value}, "keep")), convention)
+
+        def subsequent_mask(size):
+            return called_with(torch.ones(1, size, dtype=torch.long) if takes_tokens else size)
+        if takes_tokens:  # a target-mask helper (``make_trg_mask(trg)``, pad index PAD): its padding is checked too
+            subsequent_mask.of_tokens = called_with
         return subsequent_mask
     if role == "padding_mask":
         arguments = plan_arguments(target, CANONICAL_CALLS[role])
@@ -1253,6 +1259,8 @@ def ranked(role, found, taken, prefer=frozenset()):
             continue
         short = name.rsplit(".", 1)[-1]
         score = name_score(short, ROLE_NAMES[role])
+        if score < 1 and names_another_role_exactly(short, role):
+            continue
         if not score and (any(word in normalize(short) for word in ROLE_WORDS.get(role, ()))
                           or names_the_role(short, role)):
             score = WORD_SCORE
@@ -1264,6 +1272,13 @@ def ranked(role, found, taken, prefer=frozenset()):
             scored.append((score, name, obj))
     return sorted(scored, key=lambda t: (t[1] not in prefer, not (role == "model" and inspect.isfunction(t[2])),
                                          -t[0]))
+
+
+def names_another_role_exactly(name, role):
+    """Whether ``name`` is, exactly, a synonym of a role other than ``role`` (``make_trg_mask`` names the target
+    mask: it is no near miss of ``make_src_mask``)."""
+    n = normalize(name)
+    return any(n in synonyms for other, synonyms in NORMALIZED.items() if other != role)
 
 
 ROLE_WORDS = {"sublayer_connection": ("sublayer", "residual"), "generator": ("generator",)}

@@ -364,3 +364,36 @@ def test_subsequent_mask_helper(impl, device, component, drawn):
             raise Failure(f"subsequent_mask.{name}", requirement, f"{observed}, {words}")
     raise Failure("subsequent_mask.wrong", requirement,
                   f"{observed} differing from tril at {int((got != expected).sum())} of {size * size} entries")
+
+
+@pytest.mark.parametrize("component", ["subsequent_mask"])
+@given(drawn=strategies.settings())
+def test_target_mask_helper_masks_keys_not_queries(impl, device, component, drawn):
+    """§3.2.3: a target-mask helper that takes the target tokens (``make_trg_mask(trg)``, padding and subsequent
+    positions in one mask) hides the padded *keys* with the future ones: ``(tgt != pad).unsqueeze(-2) & tril``. A
+    padding part shaped over the queries (``unsqueeze(-1)``) masks whole rows of the padded queries instead, so
+    those rows attend to no key at all (or uniformly to every key, the future included)."""
+    case = Case(impl, device=device, **drawn)
+    f = case.build("subsequent_mask")
+    if not hasattr(f, "of_tokens"):
+        raise Missing("subsequent_mask.takes_no_tokens", "a target mask built from the target tokens",
+                      "a helper that takes the target's size only: it has no padding to place")
+    b, length = case.batch, max(3, case.tgt_len)
+    tokens = torch.randint(3, 7, (b, length), generator=case.generator)
+    padded = torch.randint(1, length, (b,), generator=case.generator)
+    tokens[torch.arange(length)[None, :] >= padded[:, None]] = PAD
+    keep, tril = tokens != PAD, torch.tril(torch.ones(length, length, dtype=torch.bool))
+    requirement = (f"(tgt != pad_idx={PAD}).unsqueeze(-2) & tril(ones({length}, {length})): the padded keys and "
+                   "the future ones hidden from every query (§3.2.3; True = may attend)")
+    square = (b, length, length)
+    mask = as_boolean(f.of_tokens(tokens.to(case.device)), "subsequent_mask")
+    got = broadcast(mask, square, "subsequent_mask", requirement).cpu()
+    if torch.equal(got, keep[:, None, :] & tril) or torch.equal(got, tril.expand(square)):
+        return  # a causal part alone already hides the trailing padding from every real query
+    observed = f"on a target padded after positions {padded.tolist()}, a mask of shape {tuple(mask.shape)}"
+    if torch.equal(got, keep[:, :, None] & tril):
+        raise Failure("subsequent_mask.padding_masks_queries", requirement,
+                      f"{observed} that hides the rows of the padded queries, not the padded keys: "
+                      "(tgt != pad_idx).unsqueeze(-1), so a padded query attends to no key at all")
+    raise Failure("subsequent_mask.target_mask_wrong", requirement,
+                  f"{observed} differing from it at {int((got != (keep[:, None, :] & tril)).sum())} entries")

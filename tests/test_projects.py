@@ -249,3 +249,25 @@ def test_a_name_two_subpackages_define_is_bound_to_the_class_the_model_builds(tm
     assert bound["model"] == "Transformer", impl.notes
     assert bound["feed_forward"] == "twins.current.model.PositionwiseFeedForward", impl.notes
     assert bound["encoder_layer"] == "twins.current.model.EncoderLayer", impl.notes
+
+
+TARGET_MASK = '''
+import torch
+
+
+def make_trg_mask(trg, pad_idx=0):
+    """Padding and subsequent positions in one mask, True = may attend."""
+    pad = (trg != pad_idx).unsqueeze({axis})
+    return pad & torch.tril(torch.ones(trg.size(1), trg.size(1))).bool()
+'''
+
+
+def test_a_target_mask_helper_taking_tokens_is_checked_on_a_padded_target(tmp_path):
+    verdicts = {}
+    for name, axis in (("keys", -2), ("queries", -1)):
+        path = write(tmp_path / name, {"masks.py": TARGET_MASK.format(axis=axis)}) / "masks.py"
+        assert "subsequent_mask: make_trg_mask" in load_implementation(str(path)).notes
+        _, output, report = run_suite(f"--impl={path}", "-k", "target_mask_helper", tmp_path=tmp_path / name)
+        verdicts[name] = {(c["verdict"], c.get("cause")) for c in report["checks"]}
+    assert verdicts["keys"] == {("pass", "")}, verdicts
+    assert verdicts["queries"] == {("fail", "subsequent_mask.padding_masks_queries")}, verdicts
