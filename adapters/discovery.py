@@ -17,6 +17,7 @@ and which an adapter file (``conformance.toml`` next to the code, see :func:`rea
 """
 import ast
 import contextlib
+import copy
 import dataclasses
 import difflib
 import inspect
@@ -647,9 +648,10 @@ def forward_parameters(target):
         return []
 
 
-def call_plan(parameters, wanted):
+def call_plan(parameters, wanted, torch_style=False):
     """Which canonical input (of ``wanted``) feeds each forward parameter: by name first, then by position;
-    parameters with defaults that match nothing keep their defaults."""
+    parameters with defaults that match nothing keep their defaults. Masks come in torch's two parts when a
+    parameter is named for padding, or when the code's other calls take them so (``torch_style``)."""
     plan = [None] * len(parameters)
     for i, p in enumerate(parameters):
         n = normalize(p.name)
@@ -659,7 +661,7 @@ def call_plan(parameters, wanted):
                     continue
                 plan[i] = canonical
                 break
-    if any("paddingmask" in normalize(p.name) for p in parameters):
+    if torch_style or any("paddingmask" in normalize(p.name) for p in parameters):
         return torch_style_plan(parameters, plan, wanted)
     for i, p in enumerate(parameters):
         if plan[i] is None:
@@ -874,7 +876,7 @@ class Adapted(Transparent):
         forward = type(self.inner).forward
         if forward is nn.Module.forward:
             return [], None
-        missing, signature = inputs_not_accepted(forward, self.arguments, self.role,
+        missing, signature = inputs_not_accepted(forward, self.arguments, CANONICAL_CALLS[self.role],
                                                  f"{type(self.inner).__name__}.forward", skip=1)
         return [c for c in missing if c not in {c for _, c in self.setup_arguments}], signature
 
@@ -945,9 +947,9 @@ def setup_method(cls):
     return None
 
 
-def inputs_not_accepted(function, arguments, role, shown, skip=0):
-    """``(the canonical inputs of role that no parameter of function receives, its signature as shown)``, from the
-    call plan ``arguments``; nothing for a function taking ``*args`` or ``**kwargs``."""
+def inputs_not_accepted(function, arguments, wanted, shown, skip=0):
+    """``(the inputs wanted (a role's canonical call) that no parameter of function receives, its signature as
+    shown)``, from the call plan ``arguments``; nothing for a function taking ``*args`` or ``**kwargs``."""
     try:
         parameters = list(inspect.signature(function).parameters.values())[skip:]
     except (TypeError, ValueError):
@@ -955,7 +957,7 @@ def inputs_not_accepted(function, arguments, role, shown, skip=0):
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
         return [], None
     taken = {c.split(":")[0] for _, c in arguments}
-    return [c for c in CANONICAL_CALLS[role] if c not in taken], f"{shown}({', '.join(p.name for p in parameters)})"
+    return [c for c in wanted if c not in taken], f"{shown}({', '.join(p.name for p in parameters)})"
 
 
 def adapt_arguments(arguments, named, convention):
@@ -991,17 +993,29 @@ class AdaptedModel(Transparent):
         super().__init__()
         self.inner, self.convention, self.d_model, self.layout = inner, convention, d_model, layout
         methods = callable(getattr(inner, "encode", None)) and callable(getattr(inner, "decode", None))
-        self.encode_arguments = plan_arguments(inner.encode, ["src", "src_mask"]) if methods else None
-        self.decode_arguments = (plan_arguments(inner.decode, ["memory", "src_mask", "tgt", "tgt_mask"])
-                                 if methods else None)
         own_forward = type(inner).forward is not nn.Module.forward
-        planned = {c for _, c in plan_arguments(inner, CANONICAL_CALLS["model"])} if own_forward else set()
-        self.forward_arguments = (plan_arguments(inner, CANONICAL_CALLS["model"])
-                                  if {"src", "tgt"} <= planned or not methods else None)
-        fed = {c.split(":")[0] for _, c in (self.forward_arguments or self.encode_arguments or [])}
-        self.masks_from_tokens = "src_mask" not in fed
+        forward_plan = plan_arguments(inner, CANONICAL_CALLS["model"]) if own_forward else []
+        self.forward_arguments = (forward_plan if {c for _, c in forward_plan} >= {"src", "tgt"} or not methods
+                                  else None)
+        torch_style = in_torch_style(forward_plan)  # encode and decode take their masks as forward does
+        self.encode_arguments = plan_arguments(inner.encode, ["src", "src_mask"], torch_style) if methods else None
+        self.decode_arguments = (plan_arguments(inner.decode, ["memory", "src_mask", "tgt", "tgt_mask"], torch_style)
+                                 if methods else None)
+
+    @property
+    def masks_from_tokens(self):
         """A model that takes no mask builds its own from the pad index: the positions the canonical masks pad are
         given the pad token, so that its masks are the canonical ones."""
+        return "src_mask" not in {c.split(":")[0] for _, c in (self.forward_arguments or self.encode_arguments or [])}
+
+    def by_encode_and_decode(self):
+        """The same model called through its ``encode`` and ``decode`` methods (the path its author's own decoding
+        takes) when the canonical call goes through its ``forward``; else None."""
+        if self.forward_arguments is None or self.encode_arguments is None:
+            return None
+        other = copy.copy(self)
+        other.forward_arguments = None
+        return other
 
     def forward(self, src, tgt, src_mask, tgt_mask):
         if self.masks_from_tokens:
@@ -1033,11 +1047,31 @@ class AdaptedModel(Transparent):
     def inputs_not_accepted(self):
         """The canonical inputs a model called through its own forward only takes no parameter for (not its masks
         when it makes them from the pad tokens it is given)."""
-        if self.encode_arguments is not None or self.forward_arguments is None:
+        if self.forward_arguments is None:
+            return self.encode_and_decode_inputs_not_accepted()
+        if self.encode_arguments is not None:
             return [], None
-        missing, signature = inputs_not_accepted(type(self.inner).forward, self.forward_arguments, "model",
+        missing, signature = inputs_not_accepted(type(self.inner).forward, self.forward_arguments, CANONICAL_CALLS["model"],
                                                  f"{type(self.inner).__name__}.forward", skip=1)
         return [c for c in missing if not (self.masks_from_tokens and c.endswith("mask"))], signature
+
+    def encode_and_decode_inputs_not_accepted(self):
+        """The masks that ``encode`` or ``decode`` take no parameter for, and the signature of the first that drops
+        one: a source padding mask dropped by either leaves the padded source visible."""
+        missing, shown = [], []
+        for method, arguments, wanted in (("encode", self.encode_arguments, ["src_mask"]),
+                                          ("decode", self.decode_arguments, ["src_mask", "tgt_mask"])):
+            planned = {c for _, c in arguments}  # (a mask given as torch's attention part alone drops its padding)
+            kept = [(n, c) for n, c in arguments
+                    if not c.endswith(":attention") or c.replace(":attention", ":padding") in planned]
+            dropped, signature = inputs_not_accepted(getattr(type(self.inner), method), kept, wanted,
+                                                     f"{type(self.inner).__name__}.{method}", skip=1)
+            missing += [c for c in dropped if c not in missing]
+            halved = {c.split(":")[0] for _, c in arguments} - {c.split(":")[0] for _, c in kept}
+            if dropped:
+                shown.append(signature + (" (its mask taken as torch's attention part, without the padding)"
+                                          if set(dropped) <= halved else ""))
+        return ([], None) if self.masks_from_tokens else (missing, " and ".join(shown) or None)
 
 
 def decoder_output(model, shape, call):
@@ -1061,10 +1095,15 @@ def decoder_output(model, shape, call):
     return (made[-1] if made else None), out
 
 
-def plan_arguments(function, wanted):
+def plan_arguments(function, wanted, torch_style=False):
     """(parameter name, canonical input) pairs for a forward or method, by name and then by position."""
     parameters = forward_parameters(function)
-    return [(p.name, c) for p, c in zip(parameters, call_plan(parameters, wanted)) if c]
+    return [(p.name, c) for p, c in zip(parameters, call_plan(parameters, wanted, torch_style)) if c]
+
+
+def in_torch_style(arguments):
+    """Whether a call plan gives masks in torch's two parts."""
+    return any(c.endswith((":padding", ":attention")) for _, c in arguments)
 
 
 def from_convention(mask, convention):
@@ -1136,7 +1175,7 @@ def attention_function(binding, convention):
                                           convention))
     if binding.part_of is None and not inspect.isclass(target):
         attention.inputs_not_accepted = lambda: inputs_not_accepted(
-            target, plan_arguments(target, CANONICAL_CALLS["attention"]), "attention", binding.name)
+            target, plan_arguments(target, CANONICAL_CALLS["attention"]), CANONICAL_CALLS["attention"], binding.name)
     return attention
 
 

@@ -397,3 +397,27 @@ def test_target_mask_helper_masks_keys_not_queries(impl, device, component, draw
                       "(tgt != pad_idx).unsqueeze(-1), so a padded query attends to no key at all")
     raise Failure("subsequent_mask.target_mask_wrong", requirement,
                   f"{observed} differing from it at {int((got != (keep[:, None, :] & tril)).sum())} entries")
+
+
+@pytest.mark.parametrize("component", ("model",))
+@given(drawn=strategies.settings())
+def test_encode_and_decode_hide_padded_source(impl, device, component, drawn):
+    """§3.2.3: a model whose ``forward`` is checked above also has ``encode`` and ``decode`` methods (the path its
+    author's own decoding takes, one step at a time): through them too, the padded source tokens change no
+    output."""
+    case = with_padding(Case(impl, device=device, **drawn))
+    path = getattr(case.build(component), "by_encode_and_decode", lambda: None)()
+    if path is None:
+        raise Missing("model.no_separate_encode_and_decode", "encode and decode methods beside forward",
+                      "a model called through one path only (checked by test_masked_keys_do_not_change_outputs)")
+    inputs = canonical_inputs(case, component)
+    padded = ~key_mask(component, inputs)
+    leak = difference(call(path, change_positions(case, component, inputs, padded), component),
+                      call(path, inputs, component), case)
+    if leak is None:
+        return
+    requirement = ("outputs of decode(encode(src, src_mask), ...) unchanged when the padded source tokens change "
+                   "(§3.2.3: masked keys get weight 0), as through forward")
+    observed = f"through encode and decode, after changing the {int(padded.sum())} padded source tokens, {leak}"
+    require_mask_parameter(path, component, requirement, observed, "src_mask")
+    raise Failure(f"{component}.masked_keys_visible", requirement, observed)
