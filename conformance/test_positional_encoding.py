@@ -12,9 +12,9 @@ import torch
 from hypothesis import given
 
 from conformance import strategies
-from conformance.harness import Case, difference, output_tensor, seed_generators
+from conformance.harness import Case, canonical_inputs, difference, output_tensor, seed_generators
 from conformance.probes import constant_ratio
-from conformance.verdicts import Deviation, Failure
+from conformance.verdicts import Deviation, Failure, Missing
 from reference.transformer import sinusoidal_table
 
 ROLE = "positional_encoding"
@@ -331,3 +331,47 @@ def test_dropout_on_the_sums(impl, device, component, drawn):
                       f"configured 0.5 ({int((ratio.abs() <= 1e-3).sum())} of {n} entries dropped)")
     raise Failure(f"{ROLE}.dropout_wrong", requirement,
                   f"{n - int((dropped | kept).sum())} of {n} entries neither 0 nor 2 (x + PE)")
+
+
+def inputs_after_positions(module, positional_encoding):
+    """Run ``module`` and return, for each call of a ``positional_encoding`` instance inside it, the input of the
+    next module with weights of its own that is called after it (the first projection or LayerNorm that the sum of
+    embeddings and positions reaches)."""
+    events, hooks = [], []
+    for m in module.modules():
+        if isinstance(m, positional_encoding):
+            hooks.append(m.register_forward_hook(lambda *_: events.append(None)))
+        elif any(True for _ in m.parameters(recurse=False)):
+            hooks.append(m.register_forward_pre_hook(lambda _, args: events.append(next(
+                (a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None))))
+    return events, hooks
+
+
+@pytest.mark.parametrize("component", ["encoder", "decoder", "model"])
+@given(drawn=strategies.settings())
+def test_dropout_on_the_sums_inside_the_block(impl, device, component, drawn):
+    """§5.4: "we apply dropout to the sums of the embeddings and the positional encodings in both the encoder and
+    decoder stacks": where a stack or the model adds the positional encoding itself, what reaches its first layer
+    in training (P_drop = 0.5) has entries dropped to exactly 0."""
+    case = pe_case(impl, device, drawn).with_config(dropout=0.5).replace(src_len=6, tgt_len=5)
+    pe = case.build(ROLE)
+    pe_class = type(getattr(pe, "inner", pe))
+    module = case.build(component, train=True)
+    if not any(isinstance(m, pe_class) for m in module.modules()):
+        raise Missing(f"{component}.positions_added_elsewhere", "the sums of embeddings and positions dropped out",
+                      f"no {pe_class.__name__} inside the {component}: the positions are added by its caller")
+    events, hooks = inputs_after_positions(module, pe_class)
+    try:
+        with torch.no_grad():
+            module(*canonical_inputs(case, component))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    reached = [after for before, after in zip(events, events[1:]) if before is None and after is not None]
+    undropped = [x for x in reached if x.size(-1) == case.cfg.d_model and not (x == 0).any()]
+    if undropped:
+        raise Failure(f"{component}.positions_not_dropped_out",
+                      "dropout (P_drop = 0.5 in training) on the sums of the embeddings and the positional encodings "
+                      "before the first layer (§5.4)",
+                      f"{len(undropped)} of {len(reached)} sums of positions reaching the first layer of the "
+                      f"{component} in training with no entry dropped ({undropped[0].numel()} entries, none 0)")
