@@ -421,3 +421,48 @@ def test_encode_and_decode_hide_padded_source(impl, device, component, drawn):
     observed = f"through encode and decode, after changing the {int(padded.sum())} padded source tokens, {leak}"
     require_mask_parameter(path, component, requirement, observed, "src_mask")
     raise Failure(f"{component}.masked_keys_visible", requirement, observed)
+
+
+def masks_reach_their_attention(case, module, component, src_mask, tgt_mask):
+    """Whether, called with these masks in the canonical places, the padded memory position stays hidden from every
+    output (cross-attention gets the source mask) and the last target position from the earlier ones (self-attention
+    gets the causal mask)."""
+    b, length, d = case.batch, src_mask.size(-1), case.cfg.d_model
+    x, memory = case.randn(b, length, d), case.randn(b, length, d)
+    out = call(module, (x, memory, src_mask, tgt_mask), component)
+    memory_changed, x_changed = memory.clone(), x.clone()
+    memory_changed[0, -1] += 3
+    x_changed[:, -1] += 3
+    padded_hidden = difference(call(module, (x, memory_changed, src_mask, tgt_mask), component), out, case) is None
+    earlier = call(module, (x_changed, memory, src_mask, tgt_mask), component)[:, :-1]
+    return padded_hidden and difference(earlier, out[:, :-1], case) is None
+
+
+@pytest.mark.parametrize("component", ("decoder_layer", "decoder"))
+@given(drawn=strategies.settings())
+def test_each_mask_reaches_its_attention(impl, device, component, drawn):
+    """§3.2.3: in the decoder, the source padding mask goes to the encoder-decoder attention and the subsequent
+    mask to the self-attention. With source and target of one length (so that either mask fits either attention),
+    a padded memory position changes no output and the last target position no earlier one; where that holds only
+    with the two masks given in each other's place, the block hands them on swapped."""
+    case = Case(impl, device=device, **drawn)
+    module = case.build(component)
+    length = max(3, case.tgt_len)
+    src_mask = torch.ones(case.batch, 1, length, dtype=torch.bool, device=case.device)
+    src_mask[0, 0, -1] = False
+    tgt_mask = case.subsequent_mask(length).expand(case.batch, -1, -1)
+    if masks_reach_their_attention(case, module, component, src_mask, tgt_mask):
+        return
+    try:
+        swapped = masks_reach_their_attention(case, module, component, tgt_mask, src_mask)
+    except Exception:  # noqa: BLE001 (the masks do not fit each other's places: nothing to tell)
+        swapped = False
+    if not swapped:
+        raise Missing(f"{component}.masks_not_told_apart", "the source mask on the cross-attention and the "
+                      "subsequent mask on the self-attention (§3.2.3)", "a leak in either order of the masks: the "
+                      "masking checks above say where")
+    raise Failure(f"{component}.masks_swapped", "the source padding mask on the encoder-decoder attention and the "
+                  "subsequent mask on the self-attention (§3.2.3)",
+                  f"a padded memory position or a later target position changes the outputs with the masks given as "
+                  f"(src_mask, tgt_mask), and neither does with the two given in each other's place: the "
+                  f"{component} hands its masks on swapped")

@@ -361,6 +361,10 @@ MUTANTS = [
       ("return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)",
        "return self.decode(self.encode(src, src_mask) * 0, src_mask, tgt, tgt_mask)"),
       cause="model.source_ignored"),
+    M("decoder_masks_swapped", "masks", "decoder",
+      "the decoder hands its layers the target mask where they take the source mask, and the other way round",
+      ("            x = layer(x, memory, src_mask, tgt_mask)", "            x = layer(x, memory, tgt_mask, src_mask)"),
+      cause="decoder.masks_swapped"),
 ]
 
 MUTANTS += [
