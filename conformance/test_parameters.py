@@ -9,7 +9,7 @@ from hypothesis import given
 
 from conformance import strategies
 from conformance.harness import MODULE_ROLES, Case, canonical_inputs, output_tensor
-from conformance.verdicts import Deviation, Failure
+from conformance.verdicts import Deviation, Failure, Missing
 from conformance.weights import inside, layer_lists, norm_modules
 from reference import transformer as ref
 
@@ -314,6 +314,65 @@ def test_layers_do_not_share_weights(impl, device, component, drawn):
         if counts and (max(counts) > 1 or 0 in counts) and sum(counts) >= len(counts):
             raise Failure(cause, requirement, f"the layers of {name or 'the stack'} were called {counts} times "
                           "in one forward pass (one layer reused for the others)", repro)
+
+
+def passed_between_layers(case, component, m, layers):
+    """``[(input, output)]`` of each call of ``layers`` in one canonical forward pass, in call order (the first
+    tensor argument, or a tuple fed as one; the output as returned), and the exception that ended the pass, if
+    any."""
+    calls, handles = [], []
+
+    def before(_, args, kwargs):
+        given = [a for a in (*args, *kwargs.values()) if isinstance(a, (torch.Tensor, tuple))]
+        calls.append([given[0] if given else None, None])
+
+    def after(*hook_args):
+        calls[-1][1] = hook_args[-1]
+    for layer in layers:
+        handles += [layer.register_forward_pre_hook(before, with_kwargs=True), layer.register_forward_hook(after)]
+    try:
+        with torch.no_grad():
+            m(*canonical_inputs(case, component))
+        crash = None
+    except Exception as exc:  # noqa: BLE001 (a tuple handed on crashes the next layer: read below)
+        crash = exc
+    finally:
+        for h in handles:
+            h.remove()
+    return calls, crash
+
+
+@pytest.mark.parametrize("component", ("encoder", "decoder"))
+@given(drawn=strategies.settings())
+def test_each_layer_receives_the_previous_output(impl, device, component, drawn):
+    """§3.1: "a stack of N identical layers": the input of each layer is the output of the one below it (its
+    tensor, when a layer returns its attention weights too), neither the stack's input again nor a tuple."""
+    case = Case(impl, device=device, **drawn)
+    case = case.with_config(N=max(2, case.cfg.N))
+    m = case.build(component)
+    lists = layer_lists(m, case.cfg.N)
+    if not lists:
+        raise Missing(f"{component}.layers_not_found", f"a list of the N={case.cfg.N} layers", "none in the stack")
+    calls, crash = passed_between_layers(case, component, m, lists[0][1])
+    requirement = f"layer k + 1 of the N={case.cfg.N} to take the output of layer k (§3.1)"
+    for (_, out), (received, _) in zip(calls, calls[1:]):
+        if isinstance(out, tuple) and received is out:
+            raise Failure(f"{component}.tuple_passed_on", requirement,
+                          f"a layer returned a tuple of {len(out)} and the stack handed the whole tuple to the next "
+                          "layer" + (f" ({type(crash).__name__}: {crash})" if crash else ""))
+        produced = out[0] if isinstance(out, tuple) and out else out
+        if not isinstance(received, torch.Tensor) or not isinstance(produced, torch.Tensor):
+            continue
+        if torch.equal(received, produced):
+            continue
+        if torch.equal(received, calls[0][0]):
+            raise Failure(f"{component}.layers_not_chained", requirement,
+                          "a later layer receives the stack's own input, not the previous layer's output: every "
+                          "layer reads the same input and only the last one's output is kept")
+        raise Missing(f"{component}.layer_inputs_transformed", requirement,
+                      "what passes between two layers is changed on the way (a norm or a projection in the loop)")
+    if crash is not None:
+        raise crash
 
 
 def layer_calls(case, component, m):

@@ -250,9 +250,7 @@ MUTANTS = [
       "every decoder layer reads the stack's input; only the last one's output is returned",
       ("            x = layer(x, memory, src_mask, tgt_mask)\n        return x\n",
        "            out = layer(x, memory, src_mask, tgt_mask)\n        return out\n"),
-      cause="decoder.layers_not_chained",
-      known_gap=("only the symptoms are named (no gradient to the first layers, outputs differ from the reference): no "
-                 "check follows what each layer receives (issue 14: stacks)")),
+      cause="decoder.layers_not_chained"),
     M("mha_projections_shared_by_heads", "parameters", "multi_head_attention",
       "one d_k x d_k projection for Q, K and V applied to every head's slice, shared by the heads",
       ("self.w_q = nn.Linear(d_model, d_model)\n        self.w_k = nn.Linear(d_model, d_model)\n"
@@ -365,6 +363,11 @@ MUTANTS = [
       "the decoder hands its layers the target mask where they take the source mask, and the other way round",
       ("            x = layer(x, memory, src_mask, tgt_mask)", "            x = layer(x, memory, tgt_mask, src_mask)"),
       cause="decoder.masks_swapped"),
+    M("encoder_layer_tuple_passed_on", "parameters", "encoder",
+      "the encoder layer returns (output, None) and the stack hands the whole tuple to the next layer",
+      ("        return self.sublayer[1](x, self.feed_forward)\n",
+       "        return self.sublayer[1](x, self.feed_forward), None\n"),
+      cause="encoder.tuple_passed_on"),
 ]
 
 MUTANTS += [
