@@ -169,7 +169,7 @@ def gradescope(result):
             "output": f"{result['status']}. {result.get('reason', '')}".strip(), "tests": tests}
 
 
-# -- the class's analytics in markdown ---------------------------------------------------------------------------
+# -- the class's analytics, as rows of text (the page's links are anchors, summary.md's the feedback pages) ------
 def cell(text):
     """A markdown table cell: one line, its pipes escaped."""
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -180,7 +180,8 @@ def bucket(low, high):
 
 
 def tally_rows(rows, link):
-    """The rows of a :func:`analytics.tally` table: verdict, key, submissions, detail, the submissions linked."""
+    """The rows of a :func:`analytics.tally` table: verdict, key, submissions, detail, the submissions linked by
+    ``link(name)``."""
     return [[row["verdict"], row["key"], len(row["names"]), row["detail"], ", ".join(map(link, row["names"]))]
             for row in rows]
 
@@ -257,7 +258,8 @@ function sortBy(th) {  // a click on a header sorts its table by that column, ag
   th.dataset.order = up ? 'up' : 'down';
   function key(row) {
     var c = row.cells[i], v = c ? (c.dataset.sort !== undefined ? c.dataset.sort : c.textContent.trim()) : '';
-    return v !== '' && !isNaN(v) ? Number(v) : v.toLowerCase();
+    var number = v.replace(/%$/, '');  // (a percentage sorts as its number)
+    return number !== '' && !isNaN(number) ? Number(number) : v.toLowerCase();
   }
   Array.from(body.rows).sort(function (a, b) {
     var x = key(a), y = key(b);
@@ -313,24 +315,19 @@ def histogram_svg(buckets):
 
 
 def analytics_html(results):
-    """The class's analytics: scores, pass rates per component, findings by cause and by check."""
-    def links(cells, last):
-        return "".join(cells) + f"<td>{', '.join(map(anchor, last))}</td>"
+    """The class's analytics: scores, pass rates per component, findings by cause and by check (the rows of
+    ``summary.md``, the submissions linked to their details)."""
+    def tr(cells, css=None):
+        *text, links = cells
+        return f"<tr{f' class={css!r}' if css else ''}>{''.join(map(td, text))}<td>{links}</td></tr>"
 
     def tallied(rows):
-        return [f"<tr class='{row['verdict']}'>" + links(
-            [td(row["verdict"]), td(row["key"]), td(len(row["names"])), td(row["detail"], css="detail")],
-            row["names"]) + "</tr>" for row in rows]
+        return [tr(row, css=row[0]) for row in tally_rows(rows, anchor)]
 
-    rates = ["<tr>" + links([td(row["component"]), td(len(row["have"])), td(len(row["have"]) - len(row["failed"])),
-                             td(len(row["deviating"])), td(len(row["failed"])), td(len(row["absent"])),
-                             td("" if row["rate"] is None else f"{row['rate']:.0%}",
-                                sort=-1 if row["rate"] is None else row["rate"])], row["failed"]) + "</tr>"
-             for row in component_rates(results)]
     return "".join([
         "<section id='analytics'><h2>Class analytics</h2>", f"<p>{html.escape(score_line(results))}</p>",
         histogram_svg(histogram(results)), "<h3>Pass rate per component (graded submissions)</h3>",
-        table(RATE_HEADERS, rates, "rates"),
+        table(RATE_HEADERS, map(tr, rate_rows(results, anchor)), "rates"),
         "<h3>Findings by cause (fails and errors first, the most common first)</h3>",
         table(CAUSE_HEADERS, tallied(by_cause(results)), "causes"), "<h3>Findings by check</h3>",
         table(CHECK_HEADERS, tallied(by_check(results)), "checks"), "</section>"])
