@@ -30,6 +30,17 @@ class Finding(Exception):
         return text
 
 
+def parse_message(message, cause):
+    """``(requirement, observed, reproduction)`` of a check record's message as :attr:`Finding.message` writes it;
+    any other message (a crash) gives ``(None, its text, reproduction)``."""
+    text, _, reproduction = message.partition("\nReproduce:\n")
+    head = f"{cause}: the paper requires "
+    if text.startswith(head) and "; observed " in text:
+        requirement, _, observed = text[len(head):].partition("; observed ")
+        return requirement, observed, reproduction
+    return None, text, reproduction
+
+
 class Failure(Finding, AssertionError):
     verdict = FAIL
 

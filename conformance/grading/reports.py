@@ -12,29 +12,12 @@ import xml.etree.ElementTree as ET
 
 from tabulate import tabulate
 
+from conformance.grading.analytics import (LOCATION, by_cause, by_check, component_rates, digest, histogram,
+                                           score_line)
 from conformance.grading.runner import VERDICTS, write_atomic
 from conformance.interface import ROLES
+from conformance.plugin import first_line
 
-PAPER = {
-    "embedding": "§3.4: learned embeddings of dimension d_model, multiplied by sqrt(d_model).",
-    "positional_encoding": "§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), added to "
-                           "the embeddings, followed by dropout.",
-    "attention": "§3.2.1, eq. (1): softmax(Q K^T / sqrt(d_k)) V, the softmax over the keys, masked positions "
-                 "set to -inf before it.",
-    "multi_head_attention": "§3.2.2: h heads of d_k = d_model / h, projections W^Q, W^K, W^V, concatenation and "
-                            "W^O.",
-    "feed_forward": "§3.3: FFN(x) = max(0, x W1 + b1) W2 + b2, inner dimension d_ff.",
-    "layer_norm": "§5.4 / [1]: layer normalization over d_model with gain and bias.",
-    "sublayer_connection": "§5.4: LayerNorm(x + Dropout(Sublayer(x))) (post-norm).",
-    "encoder_layer": "§3.1: self-attention then feed-forward, each in a residual sub-layer connection.",
-    "decoder_layer": "§3.1: masked self-attention, attention over the encoder output, feed-forward.",
-    "encoder": "§3.1: a stack of N = 6 identical layers.",
-    "decoder": "§3.1: a stack of N = 6 identical layers, subsequent positions masked.",
-    "generator": "§3.4: a linear projection to the vocabulary and a (log-)softmax.",
-    "model": "§3: the encoder-decoder, embeddings shared as in §3.4.",
-    "padding_mask": "§3.2.3: padded keys may not be attended to.",
-    "subsequent_mask": "§3.2.3: position i may attend only to positions <= i.",
-}
 COLOURS = {"pass": "#c8e6c9", "deviation": "#fff3c4", "missing": "#e0e0e0", "fail": "#ffcdd2", "error": "#f8bbd0"}
 SUMMARY_FIELDS = ["name", "submission", "status", "score", "max_score", *VERDICTS, "reason"]
 
@@ -43,16 +26,6 @@ def rows(results):
     return [dict(name=r["name"], submission=r.get("submission", ""), status=r["status"], score=r.get("score", 0),
                  max_score=r.get("max_score", 0), **{v: r.get("counts", {}).get(v, 0) for v in VERDICTS},
                  reason=r.get("reason", "")) for r in results.values()]
-
-
-def grouped(result):
-    """``{component: {"passed": [check], "other": [check record]}}`` in the order of the roles."""
-    out = {}
-    order = {role: i for i, role in enumerate(ROLES)}
-    for c in sorted(result["checks"], key=lambda c: (order.get(c["component"], 99), c["check"])):
-        entry = out.setdefault(c["component"], {"passed": [], "other": []})
-        (entry["passed"] if c["verdict"] == "pass" else entry["other"]).append(c)
-    return out
 
 
 # -- pictures -------------------------------------------------------------------------------------------------
@@ -117,49 +90,132 @@ def verdict_picture(results):
     return png(figure)
 
 
-# -- the files --------------------------------------------------------------------------------------------------
+# -- what a student reads, in order: what to fix, the deviations, one line per component ------------------------
+def sections(digested):
+    """``[(title, findings)]``: the fails and errors, then the deviations (those there are)."""
+    return [(title, found) for title, found in (("What to fix (fails and errors)", digested["mistakes"]),
+                                                ("Deviations (named variants of practice, not mistakes)",
+                                                 digested["deviations"])) if found]
+
+
+def share_text(line):
+    return "not scored" if line["share"] is None else f"{line['share']:.0%}"
+
+
+def finding_markdown(number, f):
+    """One finding of the feedback page: its cause, checks, place in the file, what the paper requires, what was
+    observed (the first message and up to two other ones) and how to reproduce it."""
+    lines = [f"### {number}. **{f['verdict']}** in `{f['component']}`: `{f['cause']}`", "",
+             "- Checks: " + ", ".join(f"`{c}`" for c in f["checks"])]
+    lines += ["- Where: " + ", ".join(f"`{w}`" for w in f["where"])] if f["where"] else []
+    lines += [f"- What the paper requires: {f['requirement']}"]
+    lines += ["- Observed: " + text.replace("\n", "\n  ") for text in f["observed"][:3]]
+    lines += [f"- ... and {len(f['observed']) - 3} more like it"] if len(f["observed"]) > 3 else []
+    if f["reproduction"]:
+        lines += ["- Reproduce:", "", "  ```python", *(f"  {line}" for line in f["reproduction"].splitlines()), "  ```"]
+    return lines + [""]
+
+
 def feedback(result):
-    """The student's feedback page (markdown)."""
+    """The student's feedback page (markdown), in reading order: what to fix (each fail and error, by cause), the
+    deviations, one line per component (a role not found is one line), then how the code was read."""
+    digested = digest(result)
     lines = [f"# Feedback for {result['name']}", "",
              f"Submission: `{result.get('submission', '')}`. Status: **{result['status']}**."
              + (f" {result['reason']}" if result.get("reason") else ""), "",
              f"Score: **{result.get('score', 0):g} / {result.get('max_score', 0):g}**.", ""]
+    for title, found in sections(digested):
+        lines += [f"## {title}", ""]
+        for number, f in enumerate(found, 1):
+            lines += finding_markdown(number, f)
+    if digested["components"]:
+        lines += ["## Component by component", ""] + [
+            f"- `{line['component']}` ({share_text(line)}): {line['text']}" for line in digested["components"]] + [""]
     if result.get("pe"):
-        lines += [f"![positional encoding](../figures/{result['name']}-pe.png)", ""]
+        lines += ["## Your positional encoding", "", f"![positional encoding](../figures/{result['name']}-pe.png)", ""]
     if result.get("notes"):
         lines += ["## How your code was read", ""] + [f"- {n}" for n in result["notes"]] + [""]
-    for component, entry in grouped(result).items():
-        scored = result.get("components", {}).get(component)
-        lines += [f"## {component} ({f'{scored[0]:.0%}' if scored else 'not found, not scored'})", "",
-                  f"What the paper requires: {PAPER.get(component, '')}", ""]
-        if entry["passed"]:
-            lines += ["Passed: " + ", ".join(f"`{c['check']}`" for c in entry["passed"]) + ".", ""]
-        for c in entry["other"]:
-            message = c["message"].strip().replace("\n", "\n  ")
-            lines += [f"- **{c['verdict']}** `{c['check']}` (`{c['cause']}`): {message}"]
-        lines += [""]
     if result["status"] != "graded" and result.get("output_tail"):
         lines += ["## The end of what your code printed", "", "```", result["output_tail"][-2000:], "```", ""]
     return "\n".join(lines)
 
 
+def finding_line(f):
+    """A finding in one line (Gradescope's output)."""
+    where = f" at {', '.join(f['where'])}" if f["where"] else ""
+    return (f"{f['verdict']}: {f['cause']} in {', '.join(f['checks'])}{where}: the paper requires {f['requirement']}"
+            f"; observed {LOCATION.sub('', first_line(f['observed'][0]))}")
+
+
 def gradescope(result):
     """Gradescope's results.json: one test per component scored, weighted as in the rubric (a component the
-    submission does not have, and the rubric does not require, is not scored)."""
+    submission does not have, and the rubric does not require, is not scored), failing components first, each
+    test's output its fails and errors, then its deviations, then its line."""
+    digested, scored = digest(result), result.get("components", {})
+    weights = sum(w for _, w in scored.values()) or 1
     tests = []
-    weights = sum(w for _, w in result.get("components", {}).values()) or 1
-    for component, entry in grouped(result).items():
-        if component not in result.get("components", {}):
+    for line in digested["components"]:
+        if line["component"] not in scored:
             continue
-        share, weight = result["components"][component]
+        share, weight = scored[line["component"]]
         maximum = result["max_score"] * weight / weights
-        output = [f"{c['verdict']}: {c['check']}: {c['message'].splitlines()[0] if c['message'] else ''}"
-                  for c in entry["other"]]
-        tests.append({"name": component, "score": round(maximum * share if result["status"] == "graded" else 0, 2),
+        output = [finding_line(f) for f in digested["mistakes"] + digested["deviations"]
+                  if f["component"] == line["component"]]
+        tests.append({"name": line["component"],
+                      "score": round(maximum * share if result["status"] == "graded" else 0, 2),
                       "max_score": round(maximum, 2), "status": "passed" if share == 1 else "failed",
-                      "output": "\n".join(output) or "all checks passed"})
+                      "output": "\n".join(output + [line["text"]])})
     return {"score": result.get("score", 0), "max_score": result.get("max_score", 0),
             "output": f"{result['status']}. {result.get('reason', '')}".strip(), "tests": tests}
+
+
+# -- the class's analytics, as rows of text (the page's links are anchors, summary.md's the feedback pages) ------
+def cell(text):
+    """A markdown table cell: one line, its pipes escaped."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def bucket(low, high):
+    return f"{low:g}-{high:g}"
+
+
+def tally_rows(rows, link):
+    """The rows of a :func:`analytics.tally` table: verdict, key, submissions, detail, the submissions linked by
+    ``link(name)``."""
+    return [[row["verdict"], row["key"], len(row["names"]), row["detail"], ", ".join(map(link, row["names"]))]
+            for row in rows]
+
+
+def rate_rows(results, link):
+    """The rows of the pass rates per component, the submissions with a fail or error linked."""
+    return [[row["component"], len(row["have"]), len(row["have"]) - len(row["failed"]), len(row["deviating"]),
+             len(row["failed"]), len(row["absent"]), "" if row["rate"] is None else f"{row['rate']:.0%}",
+             ", ".join(map(link, row["failed"]))] for row in component_rates(results)]
+
+
+RATE_HEADERS = ["component", "have it", "no fail or error", "of which with deviations", "fail or error", "absent",
+                "pass rate", "with a fail or error"]
+CAUSE_HEADERS = ["verdict", "cause", "submissions", "what it means (and where found)", "who"]
+CHECK_HEADERS = ["verdict", "check", "submissions", "causes (submissions)", "who"]
+
+
+def summary_markdown(results):
+    """summary.md: the table, then the class's analytics (scores, pass rates per component, findings by cause and
+    by check, each submission linked to its feedback page)."""
+    def link(name):
+        return f"[{name}](feedback/{name}.md)"
+
+    def table(headers, rows):
+        return tabulate([[cell(v) for v in row] for row in rows], headers=headers, tablefmt="github") + "\n"
+
+    return "\n".join([
+        "# Class summary", "", table(SUMMARY_FIELDS, [[s[f] for f in SUMMARY_FIELDS] for s in rows(results)]),
+        "## Class analytics", "", score_line(results), "", "### Scores", "",
+        table(["score", "submissions", ""], [[bucket(low, high), n, "#" * n] for low, high, n in histogram(results)]),
+        "### Pass rate per component (graded submissions)", "", table(RATE_HEADERS, rate_rows(results, link)),
+        "### Findings by cause (fails and errors first, the most common first)", "",
+        table(CAUSE_HEADERS, tally_rows(by_cause(results), link)),
+        "### Findings by check", "", table(CHECK_HEADERS, tally_rows(by_check(results), link))])
 
 
 def junit(results):
@@ -185,62 +241,163 @@ def junit(results):
     return ET.tostring(suites, encoding="unicode", xml_declaration=True)
 
 
-def page(results, pictures, elapsed=None):
-    """index.html: self-contained (inline CSS, pictures as data URIs)."""
+# -- the page ---------------------------------------------------------------------------------------------------
+STYLE = ("body{font-family:sans-serif;margin:2em}h3,h4{margin:1.2em 0 .4em}"
+         ".scroll{overflow:auto;max-width:100%;max-height:80vh;margin:.4em 0}table{border-collapse:collapse}"
+         "td,th{border:1px solid #bbb;padding:3px 6px;font-size:13px;vertical-align:top}"
+         "th{background:#eee;position:sticky;top:0;cursor:pointer}th[data-order=up]::after{content:' \\25b2'}"
+         "th[data-order=down]::after{content:' \\25bc'}img{max-width:100%}"
+         + "".join(f".{v}{{background:{c}}}" for v, c in COLOURS.items()) +
+         "details{margin:.6em 0}pre{background:#f6f6f6;padding:6px;margin:0;white-space:pre-wrap;"
+         "overflow-wrap:anywhere;max-width:70em}td.detail{min-width:16em;max-width:40em;overflow-wrap:anywhere}"
+         "td.list{min-width:12em;max-width:24em;overflow-wrap:anywhere}#histogram rect{fill:#5c8dd6}")
+SCRIPT = """<script>
+function sortBy(th) {  // a click on a header sorts its table by that column, again the other way
+  var table = th.closest('table'), body = table.tBodies[0], i = th.cellIndex, up = th.dataset.order !== 'up';
+  Array.prototype.forEach.call(th.parentNode.cells, function (c) { delete c.dataset.order; });
+  th.dataset.order = up ? 'up' : 'down';
+  function key(row) {
+    var c = row.cells[i], v = c ? (c.dataset.sort !== undefined ? c.dataset.sort : c.textContent.trim()) : '';
+    var number = v.replace(/%$/, '');  // (a percentage sorts as its number)
+    return number !== '' && !isNaN(number) ? Number(number) : v.toLowerCase();
+  }
+  Array.from(body.rows).sort(function (a, b) {
+    var x = key(a), y = key(b);
+    return (x < y ? -1 : x > y ? 1 : 0) * (up ? 1 : -1);
+  }).forEach(function (row) { body.appendChild(row); });
+}
+document.querySelectorAll('table.sortable th').forEach(function (th) {
+  th.addEventListener('click', function () { sortBy(th); });
+});
+function openTarget() {  // a link to a submission opens its details
+  var target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
+  if (target && target.tagName === 'DETAILS') target.open = true;
+}
+window.addEventListener('hashchange', openTarget);
+openTarget();
+</script>"""
+
+
+def table(headers, body, ident=None, titles=None):
+    """A sortable table in a box of its own that scrolls; ``body``: its rows' HTML."""
     e = html.escape
-    head = ("<!doctype html><html><head><meta charset='utf-8'><title>Conformance grades</title><style>"
-            "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #bbb;"
-            "padding:3px 6px;font-size:13px}th{background:#eee}" + "".join(
-                f".{v}{{background:{c}}}" for v, c in COLOURS.items()) +
-            "details{margin:.6em 0}pre{background:#f6f6f6;padding:6px;white-space:pre-wrap}</style></head><body>")
-    parts = [head, f"<h1>Conformance grades ({len(results)} submissions)</h1>"]
+    head = "".join(f"<th title='{e(t)}'>{e(h)}</th>" for h, t in zip(headers, titles or headers))
+    return (f"<div class='scroll'><table class='sortable'{f' id={ident!r}' if ident else ''}><thead><tr>{head}</tr>"
+            f"</thead><tbody>{''.join(body)}</tbody></table></div>")
+
+
+def td(value, sort=None, css=None):
+    """A cell of escaped text; ``sort``: the value its column sorts by."""
+    return (f"<td{f' data-sort={sort!r}' if sort is not None else ''}{f' class={css!r}' if css else ''}>"
+            f"{html.escape(str(value))}</td>")
+
+
+def anchor(name):
+    e = html.escape
+    return f"<a href='#{e(name)}'>{e(name)}</a>"
+
+
+def histogram_svg(buckets):
+    """The scores' histogram as an inline SVG figure."""
+    e, width, height, step = html.escape, 640, 160, 60
+    top = max(n for *_, n in buckets) or 1
+    bars = []
+    for i, (low, high, n) in enumerate(buckets):
+        x, tall = 40 + i * step, height * n / top
+        bars.append(f"<g><title>{e(bucket(low, high))}: {n}</title><rect x='{x}' y='{20 + height - tall:.1f}' "
+                    f"width='{step - 8}' height='{tall:.1f}'></rect><text x='{x + step / 2 - 4}' "
+                    f"y='{16 + height - tall:.1f}' text-anchor='middle'>{n}</text><text x='{x + step / 2 - 4}' "
+                    f"y='{height + 36}' text-anchor='middle'>{e(bucket(low, high))}</text></g>")
+    return (f"<figure id='histogram'><svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height + 50}' "
+            f"font-size='12' role='img' aria-label='histogram of the scores'>{''.join(bars)}</svg>"
+            "<figcaption>Submissions by score (a bucket holds its low end; the last one also the maximum).</figcaption>"
+            "</figure>")
+
+
+def analytics_html(results):
+    """The class's analytics: scores, pass rates per component, findings by cause and by check (the rows of
+    ``summary.md``, the submissions linked to their details)."""
+    def tr(cells, css=None):
+        *text, links = cells
+        return f"<tr{f' class={css!r}' if css else ''}>{''.join(map(td, text))}<td>{links}</td></tr>"
+
+    def tallied(rows):
+        return [tr(row, css=row[0]) for row in tally_rows(rows, anchor)]
+
+    return "".join([
+        "<section id='analytics'><h2>Class analytics</h2>", f"<p>{html.escape(score_line(results))}</p>",
+        histogram_svg(histogram(results)), "<h3>Pass rate per component (graded submissions)</h3>",
+        table(RATE_HEADERS, map(tr, rate_rows(results, anchor)), "rates"),
+        "<h3>Findings by cause (fails and errors first, the most common first)</h3>",
+        table(CAUSE_HEADERS, tallied(by_cause(results)), "causes"), "<h3>Findings by check</h3>",
+        table(CHECK_HEADERS, tallied(by_check(results)), "checks"), "</section>"])
+
+
+FINDING_HEADERS = ["verdict", "component", "cause: its checks, where", "the paper requires", "observed"]
+
+
+def finding_row(f):
+    e = html.escape
+    where = f"<br>at {e(', '.join(f['where']))}" if f["where"] else ""
+    reproduce = (f"<details><summary>reproduce</summary><pre>{e(f['reproduction'][:3000])}</pre></details>"
+                 if f["reproduction"] else "")
+    return (f"<tr class='{f['verdict']}'>{td(f['verdict'])}{td(f['component'])}<td class='list'><b>{e(f['cause'])}"
+            f"</b><br>in {e(', '.join(f['checks']))}{where}</td>{td(f['requirement'], css='detail')}"
+            f"<td class='detail'><pre>{e(chr(10).join(f['observed'][:3])[:1500])}</pre>{reproduce}</td></tr>")
+
+
+def details_html(r, picture):
+    """One submission's details, in the feedback's order."""
+    e, digested = html.escape, digest(r)
+    parts = [f"<details id='{e(r['name'])}'><summary><b>{e(r['name'])}</b>: {e(r['status'])}, "
+             f"{r.get('score', 0):g} / {r.get('max_score', 0):g} {e(r.get('reason', ''))}</summary>"]
+    for title, found in sections(digested):
+        parts.append(f"<h4>{e(title)}</h4>" + table(FINDING_HEADERS, map(finding_row, found)))
+    if digested["components"]:
+        parts.append("<h4>Component by component</h4>" + table(["component", "score share", "checks"], [
+            f"<tr>{td(line['component'])}{td(share_text(line), sort=-1 if line['share'] is None else line['share'])}"
+            f"{td(line['text'])}</tr>" for line in digested["components"]]))
+    if picture:
+        parts.append(f"<h4>Positional encoding</h4><img alt='positional encoding of {e(r['name'])}' "
+                     f"src='data:image/png;base64,{picture}'>")
+    if r.get("notes"):
+        parts.append("<h4>How the code was read</h4><ul>" + "".join(f"<li>{e(n)}</li>" for n in r["notes"]) + "</ul>")
+    if r["status"] != "graded" and r.get("output_tail"):
+        parts.append(f"<pre>{e(r['output_tail'][-2000:])}</pre>")
+    return "".join(parts) + "</details>"
+
+
+def page(results, pictures, elapsed=None):
+    """index.html: self-contained (inline CSS, a small inline script sorting the tables, pictures as data URIs)."""
+    e = html.escape
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Conformance grades</title><style>{STYLE}"
+             f"</style></head><body><h1>Conformance grades ({len(results)} submissions)</h1>"]
     if elapsed is not None:
         parts.append(f"<p>Checked in {elapsed:.1f} s.</p>")
-    parts.append("<table id='summary'><tr>" + "".join(f"<th>{e(f)}</th>" for f in SUMMARY_FIELDS)
-                 + "".join(f"<th title='{e(r)}'>{e(r[:10])}</th>" for r in ROLES) + "</tr>")
     severity = {v: i for i, v in enumerate(("pass", "deviation", "missing", "fail", "error"))}
+    summary = []
     for row, r in zip(rows(results), results.values()):
         worst = {}
         for c in r["checks"]:
             if severity[c["verdict"]] >= severity.get(worst.get(c["component"]), -1):
                 worst[c["component"]] = c["verdict"]
-        parts.append("<tr class='submission'>" + "".join(
-            f"<td>{e(str(row[f]))}</td>" if f != "name" else f"<td><a href='#{e(r['name'])}'>{e(r['name'])}</a></td>"
-            for f in SUMMARY_FIELDS) + "".join(
+        summary.append("<tr class='submission'>" + "".join(
+            td(row[f]) if f != "name" else f"<td>{anchor(r['name'])}</td>" for f in SUMMARY_FIELDS) + "".join(
             f"<td class='{worst.get(role, '')}'>{e(worst.get(role, ''))}</td>" for role in ROLES) + "</tr>")
-    parts.append("</table>")
+    parts.append(table(SUMMARY_FIELDS + [role[:10] for role in ROLES], summary, "summary",
+                       titles=SUMMARY_FIELDS + list(ROLES)))
     if pictures.get("verdicts"):
         parts.append(f"<h2>Verdicts</h2><img alt='verdicts' src='data:image/png;base64,{pictures['verdicts']}'>")
-    parts.append("<h2>Submissions</h2>")
-    for r in results.values():
-        parts.append(f"<details id='{e(r['name'])}'><summary><b>{e(r['name'])}</b>: {e(r['status'])}, "
-                     f"{r.get('score', 0):g} / {r.get('max_score', 0):g} {e(r.get('reason', ''))}</summary>")
-        if pictures.get(r["name"]):
-            parts.append(f"<img alt='positional encoding of {e(r['name'])}' "
-                         f"src='data:image/png;base64,{pictures[r['name']]}'>")
-        parts.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in r.get("notes", [])) + "</ul>")
-        parts.append("<table><tr><th>component</th><th>check</th><th>verdict</th><th>cause</th><th>message</th></tr>")
-        for component, entry in grouped(r).items():
-            for c in entry["other"]:
-                parts.append(f"<tr class='{c['verdict']}'><td>{e(component)}</td><td>{e(c['check'])}</td>"
-                             f"<td>{e(c['verdict'])}</td><td>{e(c['cause'])}</td>"
-                             f"<td><pre>{e(c['message'][:1500])}</pre></td></tr>")
-            if entry["passed"]:
-                parts.append(f"<tr class='pass'><td>{e(component)}</td><td colspan='4'>passed: "
-                             f"{e(', '.join(c['check'] for c in entry['passed']))}</td></tr>")
-        parts.append("</table>")
-        if r["status"] != "graded" and r.get("output_tail"):
-            parts.append(f"<pre>{e(r['output_tail'][-2000:])}</pre>")
-        parts.append("</details>")
-    parts.append("</body></html>")
+    parts += [analytics_html(results), "<h2>Submissions</h2>"]
+    parts += [details_html(r, pictures.get(r["name"])) for r in results.values()]
+    parts.append(f"{SCRIPT}</body></html>")
     return "\n".join(parts)
 
 
 def write_all(results, out, rubric, elapsed=None, pe_pictures=None):
     """Every report file under ``out``; ``pe_pictures`` holds the PE pictures already drawn (by submission)."""
     summary = rows(results)
-    write_atomic(out / "summary.md", "# Class summary\n\n" + tabulate(
-        [[s[f] for f in SUMMARY_FIELDS] for s in summary], headers=SUMMARY_FIELDS, tablefmt="github") + "\n")
+    write_atomic(out / "summary.md", summary_markdown(results))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=SUMMARY_FIELDS)
     writer.writeheader()

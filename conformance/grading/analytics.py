@@ -1,0 +1,170 @@
+"""What the grading reports say, as data (``conformance.grading.reports`` renders it): one submission's findings in
+the order its student reads them (:func:`digest`), and the class's analytics: the scores' histogram, who got each
+cause and each check wrong, and the pass rate of each component."""
+import collections
+import re
+import statistics
+
+from conformance.interface import ROLES
+from conformance.plugin import findings, first_line
+from conformance.verdicts import parse_message
+
+PAPER = {
+    "embedding": "§3.4: learned embeddings of dimension d_model, multiplied by sqrt(d_model).",
+    "positional_encoding": "§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), added to "
+                           "the embeddings, followed by dropout.",
+    "attention": "§3.2.1, eq. (1): softmax(Q K^T / sqrt(d_k)) V, the softmax over the keys, masked positions "
+                 "set to -inf before it.",
+    "multi_head_attention": "§3.2.2: h heads of d_k = d_model / h, projections W^Q, W^K, W^V, concatenation and "
+                            "W^O.",
+    "feed_forward": "§3.3: FFN(x) = max(0, x W1 + b1) W2 + b2, inner dimension d_ff.",
+    "layer_norm": "§5.4 / [1]: layer normalization over d_model with gain and bias.",
+    "sublayer_connection": "§5.4: LayerNorm(x + Dropout(Sublayer(x))) (post-norm).",
+    "encoder_layer": "§3.1: self-attention then feed-forward, each in a residual sub-layer connection.",
+    "decoder_layer": "§3.1: masked self-attention, attention over the encoder output, feed-forward.",
+    "encoder": "§3.1: a stack of N = 6 identical layers.",
+    "decoder": "§3.1: a stack of N = 6 identical layers, subsequent positions masked.",
+    "generator": "§3.4: a linear projection to the vocabulary and a (log-)softmax.",
+    "model": "§3: the encoder-decoder, embeddings shared as in §3.4.",
+    "padding_mask": "§3.2.3: padded keys may not be attended to.",
+    "subsequent_mask": "§3.2.3: position i may attend only to positions <= i.",
+}
+MISTAKES = ("fail", "error")
+ORDER = {role: i for i, role in enumerate(ROLES)}
+LOCATION = re.compile(r" ?\(at ([^()]+?:\d+)(?: \(([^()]*)\))?[^()]*\)")
+"""Where a message says the code is: ``(at FILE:LINE (cell C, line L) in NAME)``, the parenthesis and the name
+optional."""
+
+
+# -- one submission ---------------------------------------------------------------------------------------------
+def finding(key, records):
+    """One cause found in one component: its checks, what the paper requires, what was observed (the first message,
+    then each other distinct first line), where in the file (the places those first lines name) and how to
+    reproduce the first."""
+    verdict, component, cause = key
+    parsed = [parse_message(r["message"], cause) for r in records]
+    lines = list(dict.fromkeys(first_line(text.strip()) for _, text, _ in parsed))
+    where = [m[1] + (f" ({m[2]})" if m[2] else "") for line in lines for m in LOCATION.finditer(line)]
+    return dict(verdict=verdict, component=component, cause=cause, checks=sorted({r["check"] for r in records}),
+                requirement=parsed[0][0] or PAPER.get(component, ""), observed=[parsed[0][1].strip(), *lines[1:]],
+                where=list(dict.fromkeys(where)), reproduction=parsed[0][2].strip())
+
+
+def components(result):
+    """One line per component checked: its verdicts counted, its score share (None when not scored), the checks not
+    checked ``(check, cause)``, ``absent`` when every check is missing, and ``text`` saying so; those with a fail or
+    error first, then those with a deviation, those that passed, those absent; each by score share, then role."""
+    lines = {}
+    for c in result["checks"]:
+        line = lines.setdefault(c["component"], dict(component=c["component"], unchecked=[],
+                                                     counts=collections.Counter()))
+        line["counts"][c["verdict"]] += 1
+        if c["verdict"] == "missing":
+            line["unchecked"].append((c["check"], c["cause"]))
+    for line in lines.values():
+        n, total = line["counts"], line["counts"].total()
+        line["absent"] = n["missing"] == total
+        line["share"] = result.get("components", {}).get(line["component"], [None])[0]
+        if line["absent"]:
+            causes = sorted({cause for _, cause in line["unchecked"]})
+            line["text"] = (f"not found in the submission: none of its {total} checks ran" if causes == ["role.missing"]
+                            else f"none of its {total} checks could run ({', '.join(causes)})")
+            continue
+        parts = [f"{n['pass']} of {total} checks passed"]
+        parts += [f"{n['deviation']} deviation(s)"] if n["deviation"] else []
+        parts += [f"{n['fail'] + n['error']} fail or error"] if n["fail"] + n["error"] else []
+        parts += ["not checked: " + ", ".join(f"{check} ({cause})" for check, cause in line["unchecked"])
+                  ] if line["unchecked"] else []
+        line["text"] = "; ".join(parts)
+    return sorted(lines.values(), key=lambda line: (
+        0 if line["counts"]["fail"] + line["counts"]["error"] else 1 if line["counts"]["deviation"] else
+        3 if line["absent"] else 2, 1 if line["share"] is None else line["share"],
+        ORDER.get(line["component"], len(ORDER)), line["component"]))
+
+
+def digest(result):
+    """A submission's report in reading order: ``mistakes`` (the fail and error findings, by cause, errors first),
+    ``deviations``, then ``components`` (one line each, :func:`components`)."""
+    found = [finding(key, records) for key, records in findings(result["checks"])]
+    return dict(mistakes=[f for f in found if f["verdict"] in MISTAKES],
+                deviations=[f for f in found if f["verdict"] == "deviation"], components=components(result))
+
+
+# -- the class --------------------------------------------------------------------------------------------------
+def graded(results):
+    """The submissions whose verdicts count (status ``graded``)."""
+    return {name: r for name, r in results.items() if r["status"] == "graded"}
+
+
+def histogram(results, bins=10):
+    """``[(low, high, count)]``: every submission's score in ``bins`` equal buckets of the maximum score (a bucket
+    holds its low end; the last one also the maximum)."""
+    maximum = max((r.get("max_score") or 0 for r in results.values()), default=0) or 100
+    counts = [0] * bins
+    for r in results.values():
+        counts[min(max(int(r.get("score", 0) * bins // maximum), 0), bins - 1)] += 1
+    return [(maximum * i / bins, maximum * (i + 1) / bins, n) for i, n in enumerate(counts)]
+
+
+def score_line(results):
+    scores = [r.get("score", 0) for r in results.values()]
+    if not scores:
+        return "No submissions."
+    return (f"{len(scores)} submissions, {len(graded(results))} graded: mean score {statistics.mean(scores):.1f}, "
+            f"median {statistics.median(scores):g}.")
+
+
+def tally(results, key):
+    """``[{"key", "verdict", "names", "records"}]``: which graded submissions got each fail, error and deviation, by
+    ``key(check record)``; fails and errors first, then the most common first."""
+    rows = {}
+    for name, r in graded(results).items():
+        for c in r["checks"]:
+            if c["verdict"] in (*MISTAKES, "deviation"):
+                row = rows.setdefault((key(c), c["verdict"]), dict(key=key(c), verdict=c["verdict"], names=[],
+                                                                   records=[]))
+                row["names"] += [] if name in row["names"] else [name]
+                row["records"].append((name, c))
+    return sorted(rows.values(), key=lambda row: (row["verdict"] == "deviation", -len(row["names"]), row["key"]))
+
+
+def by_cause(results):
+    """:func:`tally` by cause, with ``detail``: what the paper requires (or what the first crash says) and the
+    checks the cause was found in."""
+    rows = tally(results, lambda c: c["cause"])
+    for row in rows:
+        first = row["records"][0][1]
+        requirement, observed, _ = parse_message(first["message"], first["cause"])
+        checks = sorted({f"{c['component']}/{c['check']}" for _, c in row["records"]})
+        row["detail"] = (f"the paper requires {requirement}" if requirement else LOCATION.sub("", first_line(
+            observed))) + f" (in {len(checks)} check(s): {', '.join(checks[:4])}{', ...' if len(checks) > 4 else ''})"
+    return rows
+
+
+def by_check(results):
+    """:func:`tally` by component/check, with ``detail``: the causes found, each with its number of submissions."""
+    rows = tally(results, lambda c: f"{c['component']}/{c['check']}")
+    for row in rows:
+        causes = collections.Counter(cause for _, cause in {(name, c["cause"]) for name, c in row["records"]})
+        row["detail"] = ", ".join(f"{cause} ({n})" for cause, n in sorted(causes.items(), key=lambda i: (-i[1], i[0])))
+    return rows
+
+
+def component_rates(results):
+    """Per component of the graded submissions, in the order of the roles: ``have`` (the submissions with a verdict
+    other than missing in it), ``failed`` (a fail or error), ``deviating`` (no fail or error, some deviation),
+    ``absent`` (the others) and ``rate``: the share of ``have`` with no fail or error."""
+    class_ = graded(results)
+    rows = {}
+    for name, r in class_.items():
+        for line in components(r):
+            row = rows.setdefault(line["component"], dict(component=line["component"], have=[], failed=[],
+                                                          deviating=[]))
+            n = line["counts"]
+            row["have"] += [] if line["absent"] else [name]
+            row["failed"] += [name] if n["fail"] + n["error"] else []
+            row["deviating"] += [name] if n["deviation"] and not n["fail"] + n["error"] else []
+    for row in rows.values():
+        row["absent"] = [name for name in class_ if name not in row["have"]]
+        row["rate"] = (len(row["have"]) - len(row["failed"])) / len(row["have"]) if row["have"] else None
+    return sorted(rows.values(), key=lambda row: (ORDER.get(row["component"], len(ORDER)), row["component"]))
