@@ -8,7 +8,7 @@ import torch
 from hypothesis import given
 
 from conformance import strategies
-from conformance.harness import PAD, Case, canonical_inputs, difference
+from conformance.harness import PAD, Case, canonical_inputs, difference, output_tensor
 from conformance.verdicts import Deviation, Failure, Missing
 
 ROLE = "model"
@@ -239,3 +239,55 @@ def test_embeddings_reach_the_stacks_scaled(impl, device, component, drawn):
                       f"d_model={case.cfg.d_model})",
                       f"the output of {name!r} reaches {seen!r} {words}", case.reproduction(component))
 
+
+
+def keys_of_attention_calls(module, attention_class, call):
+    """The key tensor of every call of an ``attention_class`` module inside ``module`` during ``call()``, with its
+    query: ``[(query, key)]`` in call order."""
+    seen, handles = [], []
+
+    def before(_, args, kwargs):
+        given = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        seen.append((given[0], given[1]) if len(given) >= 2 else (None, None))
+    for m in module.modules():
+        if isinstance(m, attention_class):
+            handles.append(m.register_forward_pre_hook(before, with_kwargs=True))
+    try:
+        call()
+    finally:
+        for h in handles:
+            h.remove()
+    return seen
+
+
+@pytest.mark.parametrize("component", ["decoder_layer", "decoder"])
+@given(drawn=strategies.settings())
+def test_decoder_attends_to_the_memory(impl, device, component, drawn):
+    """§3.2.3: "In "encoder-decoder attention" layers, the queries come from the previous decoder layer, and the
+    memory keys and values come from the output of the encoder": with source and target of one length and no
+    padding, changing the memory changes the output; where it does not, the attention calls show whether the
+    encoder-decoder attention takes its keys from the decoder's own input."""
+    case = Case(impl, device=device, **drawn)
+    length = max(3, case.tgt_len)
+    case = case.replace(src_len=length, tgt_len=length)
+    m = case.build(component)
+    x, memory, _, tgt_mask = canonical_inputs(case, component)
+    src_mask = torch.ones(case.batch, 1, length, dtype=torch.bool, device=case.device)
+    with torch.no_grad():
+        out = output_tensor(m(x, memory, src_mask, tgt_mask), component)
+        other = output_tensor(m(x, memory * -2 + 1, src_mask, tgt_mask), component)
+    if difference(other, out, case) is not None:
+        return
+    requirement = "outputs that depend on the memory: the encoder-decoder attention takes its keys and values from " \
+                  "the encoder's output (§3.2.3)"
+    observed = "the same outputs when the memory changes"
+    mha = case.build("multi_head_attention") if impl.has("multi_head_attention") else None
+    attention_class = (type(getattr(mha, "inner", mha)), torch.nn.MultiheadAttention)
+    with torch.no_grad():
+        calls = keys_of_attention_calls(m, attention_class, lambda: m(x, memory, src_mask, tgt_mask))
+    from_memory = [k.shape == memory.shape and torch.equal(k, memory) for _, k in calls if k is not None]
+    if calls and not any(from_memory) and all(q is not None and torch.equal(q, k) for q, k in calls):
+        raise Failure(f"{component}.cross_attention_over_own_input", requirement,
+                      f"{observed}: each of its {len(calls)} attention calls takes its keys from its own queries, "
+                      "none from the memory", case.reproduction(component))
+    raise Failure(f"{component}.memory_ignored", requirement, observed, case.reproduction(component))

@@ -301,12 +301,10 @@ MUTANTS = [
       "view() on the transposed heads (not contiguous): crashes",
       (CONCAT, CONCAT.replace(".reshape(", ".view(")),
       cause="error.view_of_non_contiguous", crash_at=CONCAT.replace(".reshape(", ".view(")),
-    M("cross_attention_over_own_input", "shapes", "decoder_layer",
+    M("cross_attention_over_own_input", "information_flow", "decoder_layer",
       "encoder-decoder attention attends over the decoder's own input instead of memory",
       ("self.src_attn(x, memory, memory, src_mask)", "self.src_attn(x, x, x, src_mask)"),
-      cause="decoder_layer.cross_attention_over_own_input",
-      known_gap=("only the crash its shapes cause is reported (error.shape_mismatch), not the wiring (issue 14: "
-                 "information flow)")),
+      cause="decoder_layer.cross_attention_over_own_input"),
 
     # -- behaviour: what the components compute ---------------------------------------------------------------
     M("embedding_not_scaled", "embeddings", "embedding", "embeddings not multiplied by sqrt(d_model) (3.4)",
