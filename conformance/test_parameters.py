@@ -317,14 +317,12 @@ def test_layers_do_not_share_weights(impl, device, component, drawn):
 
 
 def passed_between_layers(case, component, m, layers):
-    """``[(input, output)]`` of each call of ``layers`` in one canonical forward pass, in call order (the first
-    tensor argument, or a tuple fed as one; the output as returned), and the exception that ended the pass, if
-    any."""
+    """``[(arguments, output)]`` of each call of ``layers`` in one canonical forward pass, in call order (the tensor
+    and tuple arguments; the output as returned), and the exception that ended the pass, if any."""
     calls, handles = [], []
 
     def before(_, args, kwargs):
-        given = [a for a in (*args, *kwargs.values()) if isinstance(a, (torch.Tensor, tuple))]
-        calls.append([given[0] if given else None, None])
+        calls.append([[a for a in (*args, *kwargs.values()) if isinstance(a, (torch.Tensor, tuple))], None])
 
     def after(*hook_args):
         calls[-1][1] = hook_args[-1]
@@ -342,11 +340,16 @@ def passed_between_layers(case, component, m, layers):
     return calls, crash
 
 
+def same_arguments(these, those):
+    return len(these) == len(those) and all(
+        isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b) for a, b in zip(these, those))
+
+
 @pytest.mark.parametrize("component", ("encoder", "decoder"))
 @given(drawn=strategies.settings())
 def test_each_layer_receives_the_previous_output(impl, device, component, drawn):
-    """§3.1: "a stack of N identical layers": the input of each layer is the output of the one below it (its
-    tensor, when a layer returns its attention weights too), neither the stack's input again nor a tuple."""
+    """§3.1: "a stack of N identical layers": each layer takes the output of the one below it (its tensor, when a
+    layer returns its attention weights too), neither the stack's input again nor a tuple."""
     case = Case(impl, device=device, **drawn)
     case = case.with_config(N=max(2, case.cfg.N))
     m = case.build(component)
@@ -356,19 +359,18 @@ def test_each_layer_receives_the_previous_output(impl, device, component, drawn)
     calls, crash = passed_between_layers(case, component, m, lists[0][1])
     requirement = f"layer k + 1 of the N={case.cfg.N} to take the output of layer k (§3.1)"
     for (_, out), (received, _) in zip(calls, calls[1:]):
-        if isinstance(out, tuple) and received is out:
+        if isinstance(out, tuple) and any(a is out for a in received):
             raise Failure(f"{component}.tuple_passed_on", requirement,
                           f"a layer returned a tuple of {len(out)} and the stack handed the whole tuple to the next "
                           "layer" + (f" ({type(crash).__name__}: {crash})" if crash else ""))
         produced = out[0] if isinstance(out, tuple) and out else out
-        if not isinstance(received, torch.Tensor) or not isinstance(produced, torch.Tensor):
+        if not isinstance(produced, torch.Tensor) or any(
+                isinstance(a, torch.Tensor) and a.shape == produced.shape and torch.equal(a, produced) for a in received):
             continue
-        if torch.equal(received, produced):
-            continue
-        if torch.equal(received, calls[0][0]):
+        if same_arguments(received, calls[0][0]):
             raise Failure(f"{component}.layers_not_chained", requirement,
-                          "a later layer receives the stack's own input, not the previous layer's output: every "
-                          "layer reads the same input and only the last one's output is kept")
+                          "a later layer receives the same arguments as the first, not the previous layer's output: "
+                          "every layer reads the stack's input and only the last one's output is kept")
         raise Missing(f"{component}.layer_inputs_transformed", requirement,
                       "what passes between two layers is changed on the way (a norm or a projection in the loop)")
     if crash is not None:
