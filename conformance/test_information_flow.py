@@ -8,7 +8,7 @@ import torch
 from hypothesis import given
 
 from conformance import strategies
-from conformance.harness import PAD, Case, canonical_inputs, difference, output_tensor
+from conformance.harness import PAD, Case, canonical_inputs, difference, output_tensor, seed_generators
 from conformance.verdicts import Deviation, Failure, Missing
 
 ROLE = "model"
@@ -291,3 +291,32 @@ def test_decoder_attends_to_the_memory(impl, device, component, drawn):
                       f"{observed}: each of its {len(calls)} attention calls takes its keys from its own queries, "
                       "none from the memory", case.reproduction(component))
     raise Failure(f"{component}.memory_ignored", requirement, observed, case.reproduction(component))
+
+
+@pytest.mark.parametrize("component", [ROLE])
+@given(drawn=strategies.settings())
+def test_future_target_tokens_do_not_change_earlier_outputs_in_training(impl, device, component, drawn):
+    """§3.2.3: "ensures that the predictions for position i can depend only on the known outputs at positions less
+    than i", in training too (P_drop = 0.1, the same dropout draws for both calls): changing the last target token
+    leaves every earlier output unchanged."""
+    case = model_case(impl, device, drawn).with_config(dropout=0.1)
+    m = case.build(component, train=True)
+    src, tgt, src_mask, _ = canonical_inputs(case, component)
+    changed = tgt.clone()
+    changed[:, -1] = other_token(int(tgt[0, -1]), case.cfg.tgt_vocab)
+    outputs = []
+    for target in (tgt, changed):
+        seed_generators(case.seed, case.device)
+        outputs.append(own_output(case, m, (src, target, src_mask, causal(tgt)))[:, :-1])
+    leak = difference(outputs[1], outputs[0], case)
+    if leak is None:
+        return
+    m.eval()
+    if difference(own_output(case, m, (src, changed, src_mask, causal(tgt)))[:, :-1],
+                  own_output(case, m, (src, tgt, src_mask, causal(tgt)))[:, :-1], case) is not None:
+        raise Missing(f"{component}.future_visible_in_eval_too", "causal outputs in training",
+                      "a leak in eval mode as well (named by test_future_positions_do_not_change_earlier_outputs)")
+    raise Failure(f"{component}.future_visible_in_training", "outputs at positions < t unchanged by the target "
+                  "token at t, in training as in eval (§3.2.3)",
+                  f"in train mode only, changing the last target token changes earlier outputs: {leak}",
+                  case.reproduction(component))

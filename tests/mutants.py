@@ -366,6 +366,10 @@ MUTANTS = [
       ("        return self.sublayer[1](x, self.feed_forward)\n",
        "        return self.sublayer[1](x, self.feed_forward), None\n"),
       cause="encoder.tuple_passed_on"),
+    M("decoder_mask_dropped_in_training", "information_flow", "model",
+      "the decoder layer's training path forgets the target mask (only the eval path, used to decode, keeps it)",
+      ("self.self_attn(x, x, x, tgt_mask)", "self.self_attn(x, x, x, None if self.training else tgt_mask)"),
+      cause="model.future_visible_in_training"),
 ]
 
 MUTANTS += [
