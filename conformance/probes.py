@@ -8,11 +8,22 @@ an implementation does not return them. It is a ``TorchDispatchMode`` (the ATen 
 :func:`set_identity_projections` turns a multi-head attention's projections into identities so that the
 per-head queries and keys are known slices of the inputs.
 """
+import contextlib
 import math
 from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+@contextlib.contextmanager
+def hooked(handles):
+    """Hooks (``register_forward_hook`` and the like handles) removed when the block ends, whatever happens in it."""
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
 
 SOFTMAX_OPS = {torch.ops.aten._softmax.default, torch.ops.aten._safe_softmax.default, torch.ops.aten.softmax.int}
 

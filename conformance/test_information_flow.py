@@ -9,6 +9,7 @@ from hypothesis import given
 
 from conformance import strategies
 from conformance.harness import PAD, Case, canonical_inputs, difference, output_tensor, seed_generators
+from conformance.probes import hooked
 from conformance.verdicts import Deviation, Failure, Missing
 
 ROLE = "model"
@@ -252,11 +253,8 @@ def keys_of_attention_calls(module, attention_class, call):
     for m in module.modules():
         if isinstance(m, attention_class):
             handles.append(m.register_forward_pre_hook(before, with_kwargs=True))
-    try:
+    with hooked(handles):
         call()
-    finally:
-        for h in handles:
-            h.remove()
     return seen
 
 

@@ -9,6 +9,7 @@ from hypothesis import given
 
 from conformance import strategies
 from conformance.harness import MODULE_ROLES, Case, canonical_inputs, output_tensor
+from conformance.probes import hooked
 from conformance.verdicts import Deviation, Failure, Missing
 from conformance.weights import inside, layer_lists, norm_modules
 from reference import transformer as ref
@@ -329,14 +330,11 @@ def passed_between_layers(case, component, m, layers):
     for layer in layers:
         handles += [layer.register_forward_pre_hook(before, with_kwargs=True), layer.register_forward_hook(after)]
     try:
-        with torch.no_grad():
+        with hooked(handles), torch.no_grad():
             m(*canonical_inputs(case, component))
         crash = None
     except Exception as exc:  # noqa: BLE001 (a tuple handed on crashes the next layer: read below)
         crash = exc
-    finally:
-        for h in handles:
-            h.remove()
     return calls, crash
 
 
@@ -387,12 +385,8 @@ def layer_calls(case, component, m):
             def hook(*_, name=name, i=i):
                 counts[name][i] += 1
             handles.append(layer.register_forward_hook(hook))
-    try:
-        with torch.no_grad():
-            m(*canonical_inputs(case, component))
-    finally:
-        for h in handles:
-            h.remove()
+    with hooked(handles), torch.no_grad():
+        m(*canonical_inputs(case, component))
     return counts
 
 

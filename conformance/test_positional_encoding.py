@@ -13,7 +13,7 @@ from hypothesis import given
 
 from conformance import strategies
 from conformance.harness import Case, canonical_inputs, difference, output_tensor, seed_generators
-from conformance.probes import constant_ratio
+from conformance.probes import constant_ratio, hooked
 from conformance.verdicts import Deviation, Failure, Missing
 from reference.transformer import sinusoidal_table
 
@@ -361,12 +361,8 @@ def test_dropout_on_the_sums_inside_the_block(impl, device, component, drawn):
         raise Missing(f"{component}.positions_added_elsewhere", "the sums of embeddings and positions dropped out",
                       f"no {pe_class.__name__} inside the {component}: the positions are added by its caller")
     events, hooks = inputs_after_positions(module, pe_class)
-    try:
-        with torch.no_grad():
-            module(*canonical_inputs(case, component))
-    finally:
-        for hook in hooks:
-            hook.remove()
+    with hooked(hooks), torch.no_grad():
+        module(*canonical_inputs(case, component))
     reached = [after for before, after in zip(events, events[1:]) if before is None and after is not None]
     undropped = [x for x in reached if x.size(-1) == case.cfg.d_model and not (x == 0).any()]
     if undropped:
