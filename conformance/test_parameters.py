@@ -26,8 +26,8 @@ SECTION = {"positional_encoding": "§3.5 (fixed sinusoids, no learned parameters
            "encoder_layer": "§3.1 (attention, FFN, two LayerNorms)",
            "decoder_layer": "§3.1 (two attentions, FFN, three LayerNorms)", "encoder": "§3.1 (N encoder layers)",
            "decoder": "§3.1 (N decoder layers)", "embedding": "§3.4 (V x d_model)",
-           "generator": "§3.4 (d_model x V linear map with bias)", "model": "§3, Figure 1, Table 3; §3.4 one matrix for the two embeddings and the "
-           "pre-softmax linear map"}
+           "generator": "§3.4 (d_model x V linear map with bias)",
+           "model": "§3, Figure 1, Table 3; §3.4 one matrix for the two embeddings and the pre-softmax linear map"}
 
 
 def closed_form(component, cfg, d_model=None, d_ff=None):

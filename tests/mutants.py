@@ -379,7 +379,8 @@ MUTANTS += [
     # -- §3.4: one matrix for the two embeddings and the pre-softmax linear map ------------------------------
     M("model_embeddings_untied", "embeddings", "model",
       "the embeddings and the pre-softmax linear map each with a matrix of their own (a named deviation)",
-      ("max_len=5000,\n                 share_embeddings=True)", "max_len=5000,\n                 share_embeddings=False)"),
+      ("max_len=5000,\n                 share_embeddings=True)",
+       "max_len=5000,\n                 share_embeddings=False)"),
       deviation=True, cause="model.untied_embeddings"),
     # -- masks: a query whose keys are all masked ---------------------------------------------------------------
     M("attention_mask_filled_with_minus_inf", "masks", "attention",
