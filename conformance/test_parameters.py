@@ -219,13 +219,15 @@ def confirmations(combo, m, cfg, contract, component):
 
 
 def vocabulary_matrices(m, cfg):
-    """``[(name, weight)]`` of the token embedding tables (V x d_model) and the pre-softmax linear maps (d_model ->
-    V_tgt) of ``m``, every name a weight goes by (a tied weight is listed under each)."""
+    """``[(name, weight)]`` of the token embedding tables (V x d_model; a table named for positions is not one, §3.5)
+    and the pre-softmax linear maps (d_model -> V_tgt) of ``m``, every name a weight goes by (a tied weight is listed
+    under each)."""
     vocabularies = {cfg.src_vocab, cfg.tgt_vocab}
     projections = {id(l) for l in output_projections(m, cfg.d_model, {cfg.tgt_vocab})}
     return [(f"{name}.weight" if name else "weight", module.weight) for name, module in m.named_modules(
         remove_duplicate=False) if (isinstance(module, torch.nn.Embedding) and module.num_embeddings in vocabularies
-                                    and module.embedding_dim == cfg.d_model) or id(module) in projections]
+                                    and module.embedding_dim == cfg.d_model and "pos" not in name.lower())
+            or id(module) in projections]
 
 
 def untied_matrices(m, cfg):
