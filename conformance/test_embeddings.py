@@ -9,6 +9,7 @@ from hypothesis import given
 from conformance import strategies
 from conformance.harness import Case, difference, run
 from conformance.probes import constant_ratio
+from conformance.test_parameters import output_projections, vocabulary_matrices
 from conformance.verdicts import Deviation, Failure, Missing
 
 SCALES = {
@@ -92,3 +93,30 @@ def test_generator_outputs_log_probabilities(impl, device, component, drawn):
                         "unnormalized logits (an affine map of the input): the log-softmax is left to the loss")
     raise Failure(f"{component}.not_log_probabilities", requirement,
                   f"exp(output) sums over the vocabulary between {sums.min().item():.4g} and {sums.max().item():.4g}")
+
+
+@pytest.mark.parametrize("component", ["model"])
+@given(drawn=strategies.settings())
+def test_embeddings_and_pre_softmax_map_share_one_matrix(impl, device, component, drawn):
+    """§3.4: "we share the same weight matrix between the two embedding layers and the pre-softmax linear
+    transformation": the target embedding table and the weight of the model's Linear(d_model, V_tgt) are one tensor
+    (one storage), and so is the source table when both vocabularies have one size. Read on the CPU in float32, where
+    building moves no weight to a storage of its own."""
+    case = Case(impl, device=device, **drawn).replace(device="cpu", dtype=torch.float32)
+    m, cfg = case.build(component), case.cfg
+    matrices = vocabulary_matrices(m, cfg)
+    projections = {id(l.weight) for l in output_projections(m, cfg.d_model, {cfg.tgt_vocab})}
+    shared = [(n, w) for n, w in matrices if cfg.src_vocab == cfg.tgt_vocab or tuple(w.shape)[0] == cfg.tgt_vocab]
+    if not projections or len(shared) == len([w for w in shared if id(w) in projections]):
+        raise Missing(f"{component}.shared_matrix_not_found", "the embeddings and the pre-softmax linear map to share "
+                      "one matrix (§3.4)", "no nn.Embedding and Linear(d_model, V_tgt) pair inside the model "
+                      f"(tables and maps of the vocabulary: {[n for n, _ in matrices] or 'none'})",
+                      case.reproduction(component, "print(m)"))
+    storages = {w.data_ptr() for _, w in shared}
+    if len(storages) > 1:
+        sides = "the two embeddings and " if cfg.src_vocab == cfg.tgt_vocab else "the target embedding and "
+        raise Deviation(f"{component}.untied_embeddings", f"one weight matrix for {sides}the pre-softmax linear map "
+                        f"(§3.4; V_src={cfg.src_vocab}, V_tgt={cfg.tgt_vocab})",
+                        f"{len(storages)} separate matrices: " + ", ".join(n for n, _ in shared),
+                        case.reproduction(component, "print([(n, p.data_ptr()) for n, p in "
+                                                     "m.named_parameters(remove_duplicate=False) if p.dim() == 2])"))

@@ -466,3 +466,28 @@ def test_each_mask_reaches_its_attention(impl, device, component, drawn):
                   f"a padded memory position or a later target position changes the outputs with the masks given as "
                   f"(src_mask, tgt_mask), and neither does with the two given in each other's place: the "
                   f"{component} hands its masks on swapped")
+
+
+@pytest.mark.parametrize("component", ("attention", "multi_head_attention", "model"))
+@given(drawn=strategies.settings())
+def test_fully_masked_query_row_stays_finite(impl, device, component, drawn):
+    """§3.2.3 masks by "setting to -inf all values in the input of the softmax which correspond to illegal
+    connections"; when every key of a query is masked (cross-attention from a target onto a source that is all
+    padding) a literal -inf makes that row's softmax 0/0 = NaN, which then spreads through every later layer. A
+    large negative finite fill (-1e9) or a guarded row keeps the outputs finite."""
+    case = Case(impl, device=device, **drawn)
+    module = case.build(component)
+    inputs = list(canonical_inputs(case, component))
+    index = PADDING[component]["mask"]
+    inputs[index] = inputs[index].clone()
+    inputs[index][0] = False  # the first sample's keys (for the model: its source tokens) all masked
+    out = call(module, inputs, component)
+    if torch.isnan(out).any():
+        raise Failure(f"{component}.nan_on_fully_masked_row", "finite outputs when all keys of a query are masked "
+                      "(§3.2.3 sets masked scores to -inf before the softmax: fill with a large negative finite "
+                      "value such as -1e9, or guard a row with no key left)",
+                      f"{int(torch.isnan(out).sum())} NaN output(s) of {out.numel()} with the first sample's "
+                      f"{WHAT_CHANGES[component]} all masked: a row of -inf scores gives softmax 0/0",
+                      case.reproduction(component, f"inputs = list(canonical_inputs(case, {component!r})); "
+                                                   f"inputs[{index}] = inputs[{index}].clone(); "
+                                                   f"inputs[{index}][0] = False; print(m(*inputs))"))

@@ -236,12 +236,13 @@ class Transformer(nn.Module):
     """3, Figure 1: embeddings + positional encodings feed the encoder and decoder stacks; the generator
     turns decoder outputs into next-token log-probabilities. ``forward`` returns the decoder output.
 
-    ``share_embeddings`` ties the target embedding and the pre-softmax projection (3.4), and the source
-    embedding too when both vocabularies have the same size.
+    3.4: "we share the same weight matrix between the two embedding layers and the pre-softmax linear
+    transformation": ``share_embeddings`` (the default) ties the target embedding and the pre-softmax projection,
+    and the source embedding too when both vocabularies have the same size.
     """
 
     def __init__(self, src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000,
-                 share_embeddings=False):
+                 share_embeddings=True):
         super().__init__()
         self.src_embed = nn.Sequential(Embeddings(src_vocab, d_model), PositionalEncoding(d_model, dropout, max_len))
         self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model), PositionalEncoding(d_model, dropout, max_len))

@@ -384,6 +384,18 @@ MUTANTS += [
        "self.sublayer = nn.ModuleList([SublayerConnection(dropout, d_model) for _ in range(2)])"),
       cause="encoder_layer.arguments_in_wrong_order"),
 ]
+MUTANTS += [
+    # -- §3.4: one matrix for the two embeddings and the pre-softmax linear map ------------------------------
+    M("model_embeddings_untied", "embeddings", "model",
+      "the embeddings and the pre-softmax linear map each with a matrix of their own (a named deviation)",
+      ("max_len=5000,\n                 share_embeddings=True)",
+       "max_len=5000,\n                 share_embeddings=False)"),
+      deviation=True, cause="model.untied_embeddings"),
+    # -- masks: a query whose keys are all masked ---------------------------------------------------------------
+    M("attention_mask_filled_with_minus_inf", "masks", "attention",
+      "masked scores set to float('-inf'): a query whose keys are all masked gets softmax 0/0 = NaN",
+      (MASK_FILL, "scores = scores.masked_fill(~mask, float('-inf'))"), cause="attention.nan_on_fully_masked_row"),
+]
 BY_NAME = {m.name: m for m in MUTANTS}
 if len(BY_NAME) != len(MUTANTS):
     raise ValueError("mutant names must be unique")

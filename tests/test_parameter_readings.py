@@ -1,0 +1,79 @@
+"""The readings of a parameter-count difference (``conformance/test_parameters.py``): every exact sum of known
+variants is searched, each variant as many times as it can occur, the structure settles between readings, and the
+readings that conform (projections without biases, §3.2) pass; the final norm of a pre-norm stack is part of
+pre-norm (``conformance/test_norm_order.py``)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conformance.interface import Config
+from conformance.test_norm_order import final_norm_deviation
+from conformance.test_parameters import best_reading, closed_form, describe, known_variants
+from reference import transformer as ref
+
+
+class ScalarLayerNorm(nn.Module):
+    """A LayerNorm with one gain and one bias for every feature (as in seeds 000 and 001)."""
+
+    def __init__(self):
+        super().__init__()
+        self.alpha, self.bias = nn.Parameter(torch.ones(1)), nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        return self.alpha * (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + 1e-6) + self.bias
+
+
+def read(m, cfg, component="model"):
+    """``(deviation causes, [(cause, difference of one, times)])`` of ``m``'s parameter-count difference."""
+    diff = sum(p.numel() for p in m.parameters()) - closed_form(component, cfg)
+    combo = best_reading(diff, known_variants(component, cfg, "paper"), m, cfg, "paper", component)
+    assert combo is not None, f"no reading of {diff:+d}"
+    return describe(combo)[0], sorted((v[0], v[2], t) for v, t in combo)
+
+
+def test_scalar_layer_norms_with_a_full_and_a_scalar_final_norm_read_exactly():
+    """Every per-layer LayerNorm with a scalar gain, a d_model-sized final norm after the encoder and a scalar one
+    after the decoder: two final norms of different kinds and ten scalar norms, one exact sum."""
+    cfg = Config(d_model=8, h=2, d_ff=16, N=2, src_vocab=11, tgt_vocab=13)
+    m = ref.Transformer(cfg.src_vocab, cfg.tgt_vocab, cfg.N, cfg.d_model, cfg.d_ff, cfg.h)
+    for connection in [s for s in m.modules() if isinstance(s, ref.SublayerConnection)]:
+        connection.norm = ScalarLayerNorm()
+    m.encoder.norm, m.decoder.norm = ref.LayerNorm(cfg.d_model), ScalarLayerNorm()
+    causes, times = read(m, cfg)
+    assert causes == ["extra_final_norm", "scalar_layer_norm_gain"]
+    assert times == [("extra_final_norm", 2, 1), ("extra_final_norm", 2 * cfg.d_model, 1),
+                     ("scalar_layer_norm_gain", -(2 * cfg.d_model - 2), 5 * cfg.N)]
+
+
+def test_projections_without_biases_conform():
+    """Eq. (1) and §3.2.2 write the projections without bias terms: a layer whose attention has none passes, and
+    the reading says so."""
+    cfg = Config(d_model=8, h=2, d_ff=16, N=1)
+    layer = ref.EncoderLayer(cfg.d_model, cfg.h, cfg.d_ff, 0.0)
+    for name in ("w_q", "w_k", "w_v", "w_o"):
+        setattr(layer.self_attn, name, nn.Linear(cfg.d_model, cfg.d_model, bias=False))
+    diff = sum(p.numel() for p in layer.parameters()) - closed_form("encoder_layer", cfg)
+    combo = best_reading(diff, known_variants("encoder_layer", cfg, "paper"), layer, cfg, "paper", "encoder_layer")
+    causes, words = describe(combo)
+    assert causes == [] and "1 attention(s) without projection biases (conforms" in words
+
+
+def test_embeddings_held_apart_read_as_untied():
+    """§3.4 shares one matrix: the reference built untied holds two more (one vocabulary for both sides); one table
+    embedding both sides beside a pre-softmax map of its own holds one more."""
+    cfg = Config(d_model=8, h=2, d_ff=16, N=1, src_vocab=11, tgt_vocab=11)
+    untied = ref.Transformer(11, 11, 1, 8, 16, 2, share_embeddings=False)
+    assert read(untied, cfg) == (["untied_embeddings"], [("untied_embeddings", 88, 1)] * 2)
+    one_table = ref.Transformer(11, 11, 1, 8, 16, 2, share_embeddings=False)
+    one_table.src_embed[0].lut = one_table.tgt_embed[0].lut
+    assert read(one_table, cfg) == (["untied_embeddings"], [("untied_embeddings", 88, 1)])
+
+
+def test_the_final_norm_of_a_pre_norm_stack_is_part_of_pre_norm():
+    """A final norm after layers whose output is not normalized completes pre-norm; after post-norm layers
+    (torch.nn.Transformer's default) it is an extra final norm."""
+    last = torch.randn(2, 3, 8) * 3 + 1
+    assert final_norm_deviation("encoder", "the norm-like module 'norm'", last, 8, None).cause == \
+        "encoder.norm_order.pre_norm"
+    assert final_norm_deviation("encoder", "the norm-like module 'norm'", F.layer_norm(last, (8,)), 8, None).cause \
+        == "encoder.norm_order.extra_final_norm"
