@@ -19,34 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import nbformat
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conformance.grading import runner as grading  # noqa: E402
 from tests import mutants  # noqa: E402
-
-
-def notebook(source):
-    """The source as a notebook, one cell per top-level block."""
-    cells = [nbformat.v4.new_code_cell(block.strip()) for block in source.split("\n\n\n") if block.strip()]
-    return nbformat.writes(nbformat.v4.new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}))
-
-
-def build(folder, count):
-    folder.mkdir(parents=True)
-    sources = [("reference", mutants.reference_source())] + [(m.name, mutants.header(m) + mutants.apply(m))
-                                                             for m in mutants.MUTANTS]
-    notebooks = []
-    for i in range(count):
-        name, source = sources[i % len(sources)]
-        if i % 2:
-            path = folder / f"s{i:02d}_{name}.ipynb"
-            path.write_text(notebook(source))
-            notebooks.append(path)
-        else:
-            (folder / f"s{i:02d}_{name}.py").write_text(source)
-    return notebooks
 
 
 def nbconvert(path, out):
@@ -63,7 +38,7 @@ def main():
     pytest_args = [a for a in pytest_args if a != "--"]
     root = Path(tempfile.mkdtemp(prefix="bench-grading-"))
     try:
-        notebooks = build(root / "class", args.count)
+        notebooks = mutants.write_class(root / "class", args.count)
         started = time.perf_counter()
         results = grading.grade(root / "class", root / "out", jobs=args.jobs, pytest_args=pytest_args, force=True)
         total = time.perf_counter() - started
