@@ -2,11 +2,13 @@
 ``tests/mutants.py``, half as .py files, half as notebooks) graded with every core, against the time to merely
 execute the same notebooks with ``jupyter nbconvert --execute`` (``pip install nbconvert ipykernel``).
 
-    python benchmarks/bench_grading.py [--count 50] [--jobs N] [-- PYTEST ARGS, e.g. -m multi_head_attention]
+    python benchmarks/bench_grading.py [--count 50] [--jobs N] [--cluster local:2] [-- PYTEST ARGS, e.g. -m ...]
 
 Prints the total wall time, the mean per-submission overhead beyond the checks themselves (a submission's wall
 time in the grader minus the time its pytest session ran, and the same with pytest's collection counted as
-overhead), and the nbconvert times.
+overhead), and the nbconvert times. With ``--cluster ADDRESS`` the same class is graded on Dask too (``grade
+--cluster``, starting the LocalCluster counted) and both throughputs are printed with the cluster's cost against
+the local grader.
 """
 import argparse
 import concurrent.futures
@@ -34,6 +36,7 @@ def main():
     parser.add_argument("--count", type=int, default=50)
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     parser.add_argument("--no-nbconvert", action="store_true")
+    parser.add_argument("--cluster", help="grade the class on Dask too: local:N or a scheduler's address")
     args, pytest_args = parser.parse_known_args()
     pytest_args = [a for a in pytest_args if a != "--"]
     root = Path(tempfile.mkdtemp(prefix="bench-grading-"))
@@ -55,6 +58,16 @@ def main():
               f"overhead beyond the checks: mean {statistics.mean(overhead):.3f} s, "
               f"median {statistics.median(overhead):.3f} s, max {max(overhead):.3f} s; counting pytest's collection "
               f"as overhead too: mean {statistics.mean(with_collection):.3f} s")
+        if args.cluster:
+            started = time.perf_counter()
+            there = grading.grade(root / "class", root / "out-cluster", pytest_args=pytest_args, force=True,
+                                  cluster=args.cluster)
+            on_cluster = time.perf_counter() - started
+            same = [(r["status"], r["score"]) for r in there.values()] == [(r["status"], r["score"])
+                                                                          for r in results.values()]
+            print(f"local ({args.jobs} jobs): {len(results) / total:.3f} submissions/s; --cluster {args.cluster}: "
+                  f"{len(there) / on_cluster:.3f} submissions/s ({on_cluster:.1f} s); the cluster costs "
+                  f"{100 * (on_cluster - total) / total:+.1f} % against local; same statuses and scores: {same}")
         if not args.no_nbconvert and shutil.which("jupyter"):
             started = time.perf_counter()
             with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

@@ -8,6 +8,7 @@ result as plain JSON-able data. On the Dask worker it is checked exactly as the 
 ``Worker`` that the grading run's worker plugin holds in that worker process (started by its first submission,
 closed with the run). A task whose worker dies is run again on another worker once (the scheduler's
 ``allowed-failures``, 1 in ``local_cluster``); after that its row says ``worker lost``."""
+import contextlib
 import io
 import logging
 import os
@@ -87,7 +88,7 @@ class Dask(runner.Placement):
             if local:
                 self.cluster = local_cluster(int(local[1] or os.cpu_count() or 1))
             self.client = distributed.Client(self.cluster or address, timeout="30s")
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RuntimeError) as exc:  # unreachable, not an address, workers that cannot start
             if self.cluster is not None:
                 self.cluster.close()
             raise runner.SetupError(f"cannot use the Dask cluster {address!r}: {exc}") from None
@@ -105,9 +106,8 @@ class Dask(runner.Placement):
         return super().failure(exc)
 
     def close(self):
-        try:
-            self.client.unregister_worker_plugin(self.plugin)  # closes this run's zygotes
-        finally:
-            self.client.close()
-            if self.cluster is not None:
-                self.cluster.close()
+        with contextlib.suppress(OSError, ValueError):  # (a worker gone meanwhile: its zygote went with it)
+            self.client.unregister_worker_plugin(self.plugin)  # this run's zygotes end
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
