@@ -139,6 +139,20 @@ def test_a_submission_whose_worker_dies_is_tried_once_more_then_marked_worker_lo
 
 
 @needs_dask
+def test_a_submission_that_cannot_be_read_gets_a_row_as_without_a_cluster(cluster, tmp_path):
+    local, _ = cluster
+    package = tmp_path / "class" / "broken_package"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from .model import *\n")
+    (package / "model.py").symlink_to(tmp_path / "nowhere.py")
+    rows = [grading.grade(tmp_path / "class", tmp_path / out, pytest_args=SELECTION, progress=False, cluster=address)
+            for out, address in (("local", None), ("dask", local.scheduler_address))]
+    for results in rows:
+        assert results["broken_package"]["status"] == "grader error"
+        assert "broken_package/model.py" in results["broken_package"]["reason"]  # the broken link
+
+
+@needs_dask
 def test_an_address_that_is_not_one_stops_the_grader_with_a_message(tmp_path, capsys):
     mutants.write(mutants.BY_NAME["attention_unscaled"], tmp_path / "class")
     code = grading.main([str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--quiet", "--cluster", "nonsense"])

@@ -76,6 +76,11 @@ def check_shipped(plugin, name, filename, archive, limits, private):
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def reraise(exc):
+    """A task that fails with ``exc`` (raised on the client before the submission could leave)."""
+    raise exc
+
+
 class Dask(runner.Placement):
     """Submissions checked on Dask: ``local``/``local:N`` starts a LocalCluster of N worker processes (default: one
     per core) for this run; any other value is a scheduler's address."""
@@ -96,8 +101,11 @@ class Dask(runner.Placement):
         self.client.register_plugin(Zygotes(pytest_args), name=self.plugin)
 
     def submit(self, name, path, limits, private):
-        return self.client.submit(check_shipped, self.plugin, name, path.name, pack(path), limits, private,
-                                  pure=False)
+        try:
+            archive = pack(path)
+        except OSError as exc:  # (a broken link, say: the submission's row names it, as without a cluster)
+            return self.client.submit(reraise, OSError(f"cannot read the submission: {exc}"), pure=False)
+        return self.client.submit(check_shipped, self.plugin, name, path.name, archive, limits, private, pure=False)
 
     def failure(self, exc):
         if isinstance(exc, distributed.KilledWorker):
