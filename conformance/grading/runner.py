@@ -80,8 +80,10 @@ def write_atomic(path, text):
 class Worker:
     """The forking worker process (``conformance.grading.zygote``) and the answers it sends back."""
 
-    def __init__(self, pytest_args=()):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CONFORMANCE", "PYTEST", "HYPOTHESIS"))}
+    def __init__(self, pytest_args=(), unset=()):
+        """``unset``: environment variables the worker must not inherit, besides the checker's own."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("CONFORMANCE", "PYTEST", "HYPOTHESIS")) and k not in unset}
         self.home = tempfile.mkdtemp(prefix="grader-worker-")
         self.process = subprocess.Popen([sys.executable, "-m", "conformance.grading.zygote", *pytest_args], cwd=self.home,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
