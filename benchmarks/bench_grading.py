@@ -44,7 +44,7 @@ def main():
         notebooks = mutants.write_class(root / "class", args.count)
         started = time.perf_counter()
         results = grading.grade(root / "class", root / "out", jobs=args.jobs, pytest_args=pytest_args, force=True)
-        total = time.perf_counter() - started
+        total, load = time.perf_counter() - started, os.getloadavg()[0]
         graded = [r for r in results.values() if r.get("checks_s") is not None]
         overhead = [r["wall_s"] - r["checks_s"] for r in graded]
         with_collection = [r["wall_s"] - r["checks_s"] + (r.get("collect_s") or 0) for r in graded]
@@ -68,6 +68,10 @@ def main():
             print(f"local ({args.jobs} jobs): {len(results) / total:.3f} submissions/s; --cluster {args.cluster}: "
                   f"{len(there) / on_cluster:.3f} submissions/s ({on_cluster:.1f} s); the cluster costs "
                   f"{100 * (on_cluster - total) / total:+.1f} % against local; same statuses and scores: {same}")
+            print(f"checks alone: mean {statistics.mean(r['checks_s'] for r in graded):.2f} s here, "
+                  f"{statistics.mean(r['checks_s'] for r in there.values() if r.get('checks_s') is not None):.2f} s "
+                  f"on the cluster; load average after each: {load:.1f}, {os.getloadavg()[0]:.1f} "
+                  f"(other work on the machine slows either)")
         if not args.no_nbconvert and shutil.which("jupyter"):
             started = time.perf_counter()
             with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
