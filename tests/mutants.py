@@ -16,6 +16,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
+
 from conformance import plugin
 from conformance.interface import ROLES
 from reference.transformer import CONFORMANCE_ROLES as ROLE_OBJECTS
@@ -461,3 +463,27 @@ def write(mutant, directory):
     path = directory / f"{mutant.name}.py"
     path.write_text(header(mutant) + apply(mutant))
     return path
+
+
+def notebook(source):
+    """The source as a notebook, one cell per top-level block."""
+    cells = [nbformat.v4.new_code_cell(block.strip()) for block in source.split("\n\n\n") if block.strip()]
+    return nbformat.writes(nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}))
+
+
+def write_class(folder, count):
+    """A class of ``count`` submissions in ``folder``: the reference then every mutant in turn, every other one a
+    notebook (``s07_<name>.ipynb``); returns the notebooks' paths."""
+    folder.mkdir(parents=True)
+    sources = [("reference", reference_source())] + [(m.name, header(m) + apply(m)) for m in MUTANTS]
+    notebooks = []
+    for i in range(count):
+        name, source = sources[i % len(sources)]
+        if i % 2:
+            path = folder / f"s{i:02d}_{name}.ipynb"
+            path.write_text(notebook(source))
+            notebooks.append(path)
+        else:
+            (folder / f"s{i:02d}_{name}.py").write_text(source)
+    return notebooks

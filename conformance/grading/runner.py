@@ -80,8 +80,10 @@ def write_atomic(path, text):
 class Worker:
     """The forking worker process (``conformance.grading.zygote``) and the answers it sends back."""
 
-    def __init__(self, pytest_args=()):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CONFORMANCE", "PYTEST", "HYPOTHESIS"))}
+    def __init__(self, pytest_args=(), unset=()):
+        """``unset``: environment variables the worker must not inherit, besides the checker's own."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("CONFORMANCE", "PYTEST", "HYPOTHESIS")) and k not in unset}
         self.home = tempfile.mkdtemp(prefix="grader-worker-")
         self.process = subprocess.Popen([sys.executable, "-m", "conformance.grading.zygote", *pytest_args], cwd=self.home,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
@@ -265,6 +267,57 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_di
     return result
 
 
+# -- where submissions run ------------------------------------------------------------------------------------
+class SetupError(Exception):
+    """The grading cannot start (a cluster that cannot be reached, an extra that is not installed)."""
+
+
+UNCHECKED = ("grader error", "worker lost")
+"""The statuses of submissions that were never judged: not cached, checked again by the next run."""
+
+
+def unchecked(name, path, status, reason):
+    """The row of a submission that was never judged."""
+    return dict(name=name, submission=path.name, status=status, reason=reason, checks=[], notes=[], output_bytes=0,
+                output_tail="", pe=None)
+
+
+class Placement:
+    """Where submissions run: ``submit(name, path, limits, private)`` gives a future of the result dict,
+    ``as_completed(futures)`` yields them as they end, ``close()`` ends it all."""
+
+    def failure(self, exc):
+        """``(status, reason)`` of a submission whose check raised ``exc``."""
+        return "grader error", repr(exc)
+
+
+class Local(Placement):
+    """This machine: one zygote ``Worker``, ``jobs`` submissions at a time (default: every core)."""
+    as_completed = staticmethod(concurrent.futures.as_completed)
+
+    def __init__(self, pytest_args, jobs=None):
+        self.worker = Worker(pytest_args)
+        self.pool = concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1)
+
+    def submit(self, name, path, limits, private):
+        return self.pool.submit(check_submission, self.worker, name, path, limits, private)
+
+    def close(self):
+        self.pool.shutdown(cancel_futures=True)
+        self.worker.close()
+
+
+def placement(cluster, jobs, pytest_args):
+    """``Local``, or with ``cluster`` Dask distributed (``conformance.grading.cluster``, imported only then)."""
+    if cluster is None:
+        return Local(pytest_args, jobs)
+    try:
+        from conformance.grading import cluster as dask_grading
+    except ImportError as exc:
+        raise SetupError(f"--cluster needs Dask distributed: pip install -e '.[cluster]' ({exc})") from None
+    return dask_grading.Dask(cluster, pytest_args)
+
+
 # -- scores -----------------------------------------------------------------------------------------------------
 def load_rubric(path=None):
     with open(path or DEFAULT_RUBRIC, "rb") as f:
@@ -365,8 +418,9 @@ draw sizes that tell the common mistakes apart, so the class's throughput is bou
 
 
 def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_limit=64 << 20, force=False,
-          rubric=None, pytest_args=(), progress=True):
-    """Grade every submission of ``folder`` and write the reports under ``out``; returns the results by name."""
+          rubric=None, pytest_args=(), progress=True, cluster=None):
+    """Grade every submission of ``folder`` and write the reports under ``out``; returns the results by name.
+    ``cluster``: None (this machine, ``jobs`` at a time), ``local:N`` or a Dask scheduler's address."""
     from conformance.grading import reports as grade_reports
     folder = Path(folder)
     out = Path(out or Path("reports") / folder.resolve().name)
@@ -391,28 +445,25 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
     limits = dict(timeout=float(timeout), memory=int(memory), output_limit=int(output_limit))
     started, pictures = time.perf_counter(), {}
     if todo:
-        worker = Worker(pytest_args)
+        where = placement(cluster, jobs, pytest_args)
         try:
-            with concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
-                private = [str(out.resolve())]
-                futures = {pool.submit(check_submission, worker, name, path, limits, private): (name, path, key)
-                           for name, path, key in todo}
-                for future in concurrent.futures.as_completed(futures):
-                    name, path, key = futures[future]
-                    try:
-                        result = future.result()
-                    except Exception as exc:  # the grader's own trouble still gives the submission a row
-                        result = dict(name=name, submission=path.name, status="grader error", reason=repr(exc),
-                                      checks=[], notes=[], output_bytes=0, output_tail="", pe=None)
-                    score(result, rubric_data)
-                    pictures[name] = grade_reports.pe_picture(result.get("pe"))  # drawn while the others run
-                    write_atomic(out / "results" / f"{name}.json", json.dumps(result, indent=1))
-                    cache[name] = key if result["status"] != "grader error" else None
-                    write_atomic(out / ".cache.json", json.dumps(cache, indent=1))
-                    results[name] = result
-                    bar.update(result)
+            private = [str(out.resolve())]
+            futures = {where.submit(name, path, limits, private): (name, path, key) for name, path, key in todo}
+            for future in where.as_completed(futures):
+                name, path, key = futures.pop(future)
+                try:
+                    result = future.result()
+                except Exception as exc:  # the grader's own trouble, a lost worker: still the submission's row
+                    result = unchecked(name, path, *where.failure(exc))
+                score(result, rubric_data)
+                pictures[name] = grade_reports.pe_picture(result.get("pe"))  # drawn while the others run
+                write_atomic(out / "results" / f"{name}.json", json.dumps(result, indent=1))
+                cache[name] = key if result["status"] not in UNCHECKED else None
+                write_atomic(out / ".cache.json", json.dumps(cache, indent=1))
+                results[name] = result
+                bar.update(result)
         finally:
-            worker.close()
+            where.close()
     bar.close()
     ordered = {name: results[name] for name, _ in submissions}
     grade_reports.write_all(ordered, out, rubric_data, elapsed=time.perf_counter() - started, pe_pictures=pictures)
@@ -429,7 +480,11 @@ def size(text):
 def add_arguments(parser):
     parser.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="a folder of submissions (files or folders)")
     parser.add_argument("--out", help="output folder (default: reports/<name of SUBMISSIONS_DIR>/)")
-    parser.add_argument("--jobs", "-j", type=int, default=None, help="submissions checked at once (default: cores)")
+    parser.add_argument("--jobs", "-j", type=int, default=None,
+                        help="submissions checked at once without --cluster (default: cores)")
+    parser.add_argument("--cluster", metavar="ADDRESS", default=None,
+                        help="check on Dask distributed: local:N (N worker processes here) or a scheduler's address "
+                             "(tcp://host:8786); needs the 'cluster' extra")
     parser.add_argument("--timeout", type=float, default=300, help="seconds allowed to a submission (default 300)")
     parser.add_argument("--memory", type=size, default="2G",
                         help="memory a submission may take beyond the checker's own (default 2G)")
@@ -440,9 +495,13 @@ def add_arguments(parser):
 
 
 def run(args, pytest_args):
-    results = grade(args.submissions, args.out, jobs=args.jobs, timeout=args.timeout, memory=args.memory,
-                    output_limit=args.output_limit, force=args.force, rubric=args.rubric, pytest_args=pytest_args,
-                    progress=not args.quiet)
+    try:
+        results = grade(args.submissions, args.out, jobs=args.jobs, timeout=args.timeout, memory=args.memory,
+                        output_limit=args.output_limit, force=args.force, rubric=args.rubric, pytest_args=pytest_args,
+                        progress=not args.quiet, cluster=args.cluster)
+    except SetupError as exc:
+        print(f"conformance-grade: {exc}", file=sys.stderr)
+        return 2
     out = args.out or os.path.join("reports", Path(args.submissions).resolve().name)
     print(f"{len(results)} submissions graded; reports in {out}/ (summary.md, index.html, feedback/, ...)")
     return 0
