@@ -57,11 +57,13 @@ MEASURED = {"wall_s", "checks_s", "collect_s", "maxrss_mb"}
 
 def comparable(result):
     """A result less what legitimately differs between two runs: MEASURED, the integrity record's per-run nonce and
-    timings, and pytest's own timing line in the output ('12 passed in 3.21s')."""
+    timings, pytest's own timing line in the output ('12 passed in 3.21s') and the submission's scratch folder (a
+    fresh temporary folder each run) where the output's tail quotes a path in it."""
     same = {k: v for k, v in result.items() if k not in MEASURED}
     if same.get("integrity"):
         same["integrity"] = {k: v for k, v in same["integrity"].items() if k not in {"nonce", *MEASURED}}
     same["output_tail"] = re.sub(r" in \d+\.\d+s\b", " in (time)", same["output_tail"])
+    same["output_tail"] = re.sub(r"[\w./-]*/work/", "(scratch)/work/", same["output_tail"])
     return same
 
 
