@@ -1051,13 +1051,13 @@ class AdaptedModel(Transparent):
             return self.encode_and_decode_inputs_not_accepted()
         if self.encode_arguments is not None:
             return [], None
-        missing, signature = inputs_not_accepted(type(self.inner).forward, self.forward_arguments, CANONICAL_CALLS["model"],
-                                                 f"{type(self.inner).__name__}.forward", skip=1)
+        missing, signature = inputs_not_accepted(type(self.inner).forward, self.forward_arguments,
+                                                 CANONICAL_CALLS["model"], f"{type(self.inner).__name__}.forward", skip=1)
         return [c for c in missing if not (self.masks_from_tokens and c.endswith("mask"))], signature
 
     def encode_and_decode_inputs_not_accepted(self):
-        """The masks that ``encode`` or ``decode`` take no parameter for, and the signature of the first that drops
-        one: a source padding mask dropped by either leaves the padded source visible."""
+        """The masks that ``encode`` or ``decode`` take no parameter for, and the signatures of those that drop one
+        (joined by "and"): a source padding mask dropped by either leaves the padded source visible."""
         missing, shown = [], []
         for method, arguments, wanted in (("encode", self.encode_arguments, ["src_mask"]),
                                           ("decode", self.decode_arguments, ["src_mask", "tgt_mask"])):
