@@ -58,11 +58,17 @@ def test_output_depends_on_the_source(impl, device, component, drawn):
     before, after = own_output(case, m, (src, tgt, src_mask, tgt_mask)), own_output(case, m, (changed, tgt, src_mask,
                                                                                                 tgt_mask))
     if torch.equal(before[0], after[0]):
-        raise Failure(f"{component}.source_ignored", "outputs that depend on the source sentence: the decoder "
-                      "attends over the encoder's output (§3.1, §3.2.3)",
-                      f"identical outputs when source token {position} of sample 0 (not masked) changes: the output "
-                      "does not reach back to the encoder (is the decoder's result discarded, or the memory not "
-                      "passed on?)", case.reproduction(component))
+        requirement = "outputs that depend on the source sentence: the decoder attends over the encoder's output " \
+                      "(§3.1, §3.2.3)"
+        observed = f"identical outputs when source token {position} of sample 0 (not masked) changes"
+        unused = discarded_lookups(m, (src, tgt, src_mask, tgt_mask), (changed, tgt, src_mask, tgt_mask))
+        if unused:
+            raise Failure(f"{component}.source_embeddings_unused", requirement, f"{observed}: the lookup "
+                          f"{unused[0]!r} changes with the token, and nothing computed after it does (its embeddings "
+                          "never reach the encoder)", case.reproduction(component))
+        raise Failure(f"{component}.source_ignored", requirement, f"{observed}: the output does not reach back to "
+                      "the encoder (is the decoder's result discarded, or the memory not passed on?)",
+                      case.reproduction(component))
 
 
 @pytest.mark.parametrize("component", [ROLE])
@@ -79,10 +85,16 @@ def test_output_depends_on_the_target_tokens(impl, device, component, drawn):
     before, after = own_output(case, m, (src, tgt, src_mask, tgt_mask)), own_output(case, m, (src, changed, src_mask,
                                                                                                 tgt_mask))
     if torch.equal(before[0, -1], after[0, -1]):
-        raise Failure(f"{component}.target_tokens_ignored", "an output at position t that depends on the target "
-                      "token at t (§3.4: the embeddings of the output tokens are the decoder's input)",
-                      "identical outputs at the last position when the last target token changes: the target's "
-                      "embeddings do not reach the output", case.reproduction(component))
+        requirement = "an output at position t that depends on the target token at t (§3.4: the embeddings of the " \
+                      "output tokens are the decoder's input)"
+        observed = "identical outputs at the last position when the last target token changes"
+        unused = discarded_lookups(m, (src, tgt, src_mask, tgt_mask), (src, changed, src_mask, tgt_mask))
+        if unused:
+            raise Failure(f"{component}.target_embeddings_unused", requirement, f"{observed}: the lookup "
+                          f"{unused[0]!r} changes with the token, and nothing computed after it does (its embeddings "
+                          "never reach the decoder)", case.reproduction(component))
+        raise Failure(f"{component}.target_tokens_ignored", requirement,
+                      f"{observed}: the target's embeddings do not reach the output", case.reproduction(component))
 
 
 @pytest.mark.parametrize("component", [ROLE])
@@ -165,6 +177,30 @@ def traced(model, inner, inputs):
     return records
 
 
+def changes(first, second):
+    """``[(path, change or None, embedding)]`` of two traces (:func:`traced`) of one call with other tokens: the
+    change of each record (None where its shape changed)."""
+    return [(name, b - a if a.shape == b.shape else None, emb) for (name, a, emb), (_, b, _) in zip(first, second)]
+
+
+def discarded_lookups(model, inputs, other_inputs):
+    """The paths of the ``nn.Embedding`` lookups whose output changes between a call on ``inputs`` and one on
+    ``other_inputs`` while nothing computed after them changes but by a multiple of that change (the lookup's own
+    scaling and the positions added): embeddings looked up and thrown away. [] when the traces do not line up."""
+    inner = getattr(model, "inner", model)
+    first, second = traced(model, inner, inputs), traced(model, inner, other_inputs)
+    if len(first) != len(second):
+        return []
+    records, unused = changes(first, second), []
+    for i, (name, delta, embedding) in enumerate(records):
+        if not embedding or delta is None or not delta.abs().max().item():
+            continue
+        later = [d for _, d, _ in records[i + 1:] if d is None or d.abs().max().item()]
+        if all(d is not None and d.shape == delta.shape and proportional(d, delta) is not None for d in later):
+            unused.append(name)
+    return unused
+
+
 def embedding_scales(first, second):
     """``[(embedding path, factor, path where it was last seen)]``: for each embedding lookup whose output differs
     between two traces (:func:`traced`) of the same call with other tokens, the factor by which that difference is
@@ -173,7 +209,7 @@ def embedding_scales(first, second):
     found = []
     if len(first) != len(second):
         return found
-    deltas = [(name, b - a, emb) for (name, a, emb), (_, b, _) in zip(first, second) if a.shape == b.shape]
+    deltas = [record for record in changes(first, second) if record[1] is not None]
     for i, (name, delta, embedding) in enumerate(deltas):
         if not embedding or not delta.abs().max().item():
             continue

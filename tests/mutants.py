@@ -398,6 +398,24 @@ MUTANTS += [
       "masked scores set to float('-inf'): a query whose keys are all masked gets softmax 0/0 = NaN",
       (MASK_FILL, "scores = scores.masked_fill(~mask, float('-inf'))"), cause="attention.nan_on_fully_masked_row"),
 ]
+MUTANTS += [
+    # -- §3.4, §3.5: the model applies its embeddings and positional encodings to the tokens ------------------
+    M("model_embeddings_unused", "information_flow", "model",
+      "the stacks get the positional encodings of a zero tensor (a debugging stub left in): the tokens' embeddings "
+      "are looked up and thrown away",
+      ("return self.encoder(self.src_embed(src), src_mask)",
+       "return self.encoder(self.src_embed[1](torch.zeros_like(self.src_embed[0](src))), src_mask)"),
+      ("return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)",
+       "return self.decoder(self.tgt_embed[1](torch.zeros_like(self.tgt_embed[0](tgt))), memory, src_mask, tgt_mask)"),
+      cause="model.source_embeddings_unused"),
+    M("model_positional_encoding_unused", "information_flow", "model",
+      "the model embeds the tokens with the first module of each embedding block only: its positional encodings "
+      "are built and never applied",
+      ("return self.encoder(self.src_embed(src), src_mask)", "return self.encoder(self.src_embed[0](src), src_mask)"),
+      ("return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)",
+       "return self.decoder(self.tgt_embed[0](tgt), memory, src_mask, tgt_mask)"),
+      cause="model.source_positions_missing"),
+]
 BY_NAME = {m.name: m for m in MUTANTS}
 if len(BY_NAME) != len(MUTANTS):
     raise ValueError("mutant names must be unique")
