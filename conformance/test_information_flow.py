@@ -34,6 +34,18 @@ def causal(tgt):
     return torch.tril(torch.ones(1, length, length, dtype=torch.bool, device=tgt.device)).expand(tgt.size(0), -1, -1)
 
 
+BEFORE = "before = own_output(case, m, (src, tgt, src_mask, tgt_mask))"
+
+
+def reproduction_showing(case, component, lines, shown, inputs="src, tgt, src_mask, tgt_mask"):
+    """A reproduction that runs the author's own block on the check's inputs (a model through its own forward, or
+    encode and decode: what it returns) as ``lines`` do, and prints ``shown``: the evidence of the finding."""
+    return case.reproduction(component, "\n".join([
+        "from conformance.harness import output_tensor, seed_generators",
+        "from conformance.test_information_flow import causal, own_output",
+        f"{inputs} = canonical_inputs(case, {component!r})", *lines, f"print({shown})"]))
+
+
 def model_case(impl, device, drawn, src_len=3, tgt_len=3):
     case = Case(impl, device=device, **drawn)
     return case.replace(src_len=max(src_len, case.src_len), tgt_len=max(tgt_len, case.tgt_len))
@@ -54,7 +66,11 @@ def test_output_depends_on_the_source(impl, device, component, drawn):
     src, tgt, src_mask, tgt_mask = canonical_inputs(case, component)
     position = unmasked_source_positions(src_mask)[0]
     changed = src.clone()
-    changed[0, position] = other_token(int(src[0, position]), case.cfg.src_vocab)
+    changed[0, position] = token = other_token(int(src[0, position]), case.cfg.src_vocab)
+    repro = reproduction_showing(case, component, [
+        "changed = src.clone()", f"changed[0, {position}] = {token}", BEFORE,
+        "after = own_output(case, m, (changed, tgt, src_mask, tgt_mask))"],
+        "'largest change of sample 0:', (after[0] - before[0]).abs().max().item()")
     before, after = own_output(case, m, (src, tgt, src_mask, tgt_mask)), own_output(case, m, (changed, tgt, src_mask,
                                                                                                 tgt_mask))
     if torch.equal(before[0], after[0]):
@@ -64,11 +80,10 @@ def test_output_depends_on_the_source(impl, device, component, drawn):
         unused = discarded_lookups(m, (src, tgt, src_mask, tgt_mask), (changed, tgt, src_mask, tgt_mask))
         if unused:
             raise Failure(f"{component}.source_embeddings_unused", requirement, f"{observed}: the lookup "
-                          f"{unused[0]!r} changes with the token, and nothing computed after it does (its embeddings "
-                          "never reach the encoder)", case.reproduction(component))
+                          f"{unused[0]!r} changes with the token, and nothing computed from it beyond its own scaling does (its embeddings "
+                          "never reach the encoder)", repro)
         raise Failure(f"{component}.source_ignored", requirement, f"{observed}: the output does not reach back to "
-                      "the encoder (is the decoder's result discarded, or the memory not passed on?)",
-                      case.reproduction(component))
+                      "the encoder (is the decoder's result discarded, or the memory not passed on?)", repro)
 
 
 @pytest.mark.parametrize("component", [ROLE])
@@ -81,7 +96,11 @@ def test_output_depends_on_the_target_tokens(impl, device, component, drawn):
     src, tgt, src_mask, _ = canonical_inputs(case, component)
     tgt_mask = causal(tgt)  # every target token real
     changed = tgt.clone()
-    changed[0, -1] = other_token(int(tgt[0, -1]), case.cfg.tgt_vocab)
+    changed[0, -1] = token = other_token(int(tgt[0, -1]), case.cfg.tgt_vocab)
+    repro = reproduction_showing(case, component, [
+        "tgt_mask = causal(tgt)", "changed = tgt.clone()", f"changed[0, -1] = {token}", BEFORE,
+        "after = own_output(case, m, (src, changed, src_mask, tgt_mask))"],
+        "'largest change at the last position:', (after[0, -1] - before[0, -1]).abs().max().item()")
     before, after = own_output(case, m, (src, tgt, src_mask, tgt_mask)), own_output(case, m, (src, changed, src_mask,
                                                                                                 tgt_mask))
     if torch.equal(before[0, -1], after[0, -1]):
@@ -91,10 +110,10 @@ def test_output_depends_on_the_target_tokens(impl, device, component, drawn):
         unused = discarded_lookups(m, (src, tgt, src_mask, tgt_mask), (src, changed, src_mask, tgt_mask))
         if unused:
             raise Failure(f"{component}.target_embeddings_unused", requirement, f"{observed}: the lookup "
-                          f"{unused[0]!r} changes with the token, and nothing computed after it does (its embeddings "
-                          "never reach the decoder)", case.reproduction(component))
+                          f"{unused[0]!r} changes with the token, and nothing computed from it beyond its own scaling does (its embeddings "
+                          "never reach the decoder)", repro)
         raise Failure(f"{component}.target_tokens_ignored", requirement,
-                      f"{observed}: the target's embeddings do not reach the output", case.reproduction(component))
+                      f"{observed}: the target's embeddings do not reach the output", repro)
 
 
 @pytest.mark.parametrize("component", [ROLE])
@@ -112,7 +131,11 @@ def test_positions_reach_the_decoder(impl, device, component, drawn):
         raise Failure(f"{component}.target_positions_missing", "positional encodings added to the target "
                       "embeddings (§3.5), so that positions holding the same token get different outputs",
                       f"the same output at all {out.size(1)} positions of a target made of one repeated token: no "
-                      "position information reaches the decoder", case.reproduction(component))
+                      "position information reaches the decoder",
+                      reproduction_showing(case, component, [
+                          "tgt_mask = causal(tgt)", f"same = torch.full_like(tgt, {int(same[0, 0])})",
+                          "out = own_output(case, m, (src, same, src_mask, tgt_mask))"],
+                          "'largest difference from position 0:', (out - out[:, :1]).abs().max().item()"))
 
 
 @pytest.mark.parametrize("component", [ROLE])
@@ -127,7 +150,7 @@ def test_positions_reach_the_encoder(impl, device, component, drawn):
     src_mask = torch.ones(src.size(0), 1, src.size(1), dtype=torch.bool, device=src.device)  # no padding
     first, second = 0, 1
     src = src.clone()
-    src[0, second] = other_token(int(src[0, first]), case.cfg.src_vocab)
+    src[0, second] = token = other_token(int(src[0, first]), case.cfg.src_vocab)
     swapped, changed = src.clone(), src.clone()
     swapped[0, first], swapped[0, second] = src[0, second], src[0, first]
     changed[0, first] = other_token(int(src[0, second]), case.cfg.src_vocab)
@@ -139,7 +162,12 @@ def test_positions_reach_the_encoder(impl, device, component, drawn):
                       "embeddings (§3.5), so that the order of the source tokens matters",
                       f"identical outputs when source tokens {first} and {second} of sample 0 swap places (while "
                       "changing a token does change them): no position information reaches the encoder",
-                      case.reproduction(component))
+                      reproduction_showing(case, component, [
+                          "src_mask = torch.ones_like(src_mask[:, :1])  # no padding",
+                          f"src = src.clone(); src[0, {second}] = {token}",
+                          f"swapped = src.clone(); swapped[0, {first}], swapped[0, {second}] = src[0, {second}], "
+                          f"src[0, {first}]", BEFORE, "after = own_output(case, m, (swapped, tgt, src_mask, tgt_mask))"],
+                          "'largest change of sample 0:', (after[0] - before[0]).abs().max().item()"))
 
 
 def proportional(delta, base):
@@ -315,6 +343,11 @@ def test_decoder_attends_to_the_memory(impl, device, component, drawn):
     requirement = "outputs that depend on the memory: the encoder-decoder attention takes its keys and values from " \
                   "the encoder's output (§3.2.3)"
     observed = "the same outputs when the memory changes"
+    repro = reproduction_showing(case, component, [
+        "src_mask = torch.ones_like(src_mask[:, :1])  # no padding",
+        "before = output_tensor(m(x, memory, src_mask, tgt_mask), %r)" % component,
+        "after = output_tensor(m(x, memory * -2 + 1, src_mask, tgt_mask), %r)" % component],
+        "'largest change:', (after - before).abs().max().item()", inputs="x, memory, src_mask, tgt_mask")
     mha = case.build("multi_head_attention") if impl.has("multi_head_attention") else None
     attention_class = (type(getattr(mha, "inner", mha)), torch.nn.MultiheadAttention)
     with torch.no_grad():
@@ -323,8 +356,8 @@ def test_decoder_attends_to_the_memory(impl, device, component, drawn):
     if calls and not any(from_memory) and all(q is not None and torch.equal(q, k) for q, k in calls):
         raise Failure(f"{component}.cross_attention_over_own_input", requirement,
                       f"{observed}: each of its {len(calls)} attention calls takes its keys from its own queries, "
-                      "none from the memory", case.reproduction(component))
-    raise Failure(f"{component}.memory_ignored", requirement, observed, case.reproduction(component))
+                      "none from the memory", repro)
+    raise Failure(f"{component}.memory_ignored", requirement, observed, repro)
 
 
 @pytest.mark.parametrize("component", [ROLE])
@@ -337,7 +370,7 @@ def test_future_target_tokens_do_not_change_earlier_outputs_in_training(impl, de
     m = case.build(component, train=True)
     src, tgt, src_mask, _ = canonical_inputs(case, component)
     changed = tgt.clone()
-    changed[:, -1] = other_token(int(tgt[0, -1]), case.cfg.tgt_vocab)
+    changed[:, -1] = token = other_token(int(tgt[0, -1]), case.cfg.tgt_vocab)
     outputs = []
     for target in (tgt, changed):
         seed_generators(case.seed, case.device)
@@ -353,4 +386,9 @@ def test_future_target_tokens_do_not_change_earlier_outputs_in_training(impl, de
     raise Failure(f"{component}.future_visible_in_training", "outputs at positions < t unchanged by the target "
                   "token at t, in training as in eval (§3.2.3)",
                   f"in train mode only, changing the last target token changes earlier outputs: {leak}",
-                  case.reproduction(component))
+                  reproduction_showing(case, component, [
+                      "m.train()", "tgt_mask = causal(tgt)", "changed = tgt.clone()", f"changed[:, -1] = {token}",
+                      "seed_generators(case.seed, case.device)  # the same dropout draws for both calls", BEFORE,
+                      "seed_generators(case.seed, case.device)",
+                      "after = own_output(case, m, (src, changed, src_mask, tgt_mask))"],
+                      "'largest change before the last position:', (after[:, :-1] - before[:, :-1]).abs().max().item()"))

@@ -5,6 +5,7 @@ import json
 import math
 import re
 
+import pytest
 import torch
 
 from conformance.interface import Config
@@ -55,3 +56,29 @@ def test_parameter_count_finding_recomputes_the_closed_form(tmp_path):
     assert f"the paper requires {paper} parameters, §3.2.2" in message
     assert f"observed {observed} parameters ({observed - paper:+d}: 3 projection(s) of d_k x d_k" in message
     assert "shared by the heads" in message
+
+
+SHOWN = {  # mutant -> (check, what its reproduction's own calls show, read from the script's namespace)
+    "model_memory_zeroed": ("output_depends_on_the_source", lambda ns: torch.equal(ns["before"][0], ns["after"][0])),
+    "model_embeddings_unused": ("output_depends_on_the_target_tokens",
+                                lambda ns: torch.equal(ns["before"][0, -1], ns["after"][0, -1])),
+    "model_positional_encoding_unused": ("positions_reach_the_decoder",
+                                         lambda ns: torch.allclose(ns["out"], ns["out"][:, :1].expand_as(ns["out"]))),
+    "decoder_mask_dropped_in_training": ("future_target_tokens_do_not_change_earlier_outputs_in_training",
+                                         lambda ns: not torch.equal(ns["before"][:, :-1], ns["after"][:, :-1])),
+    "cross_attention_over_own_input": ("decoder_attends_to_the_memory",
+                                       lambda ns: torch.equal(ns["before"], ns["after"])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHOWN))
+def test_reproduction_runs_the_authors_own_model_and_shows_the_failure(name, tmp_path):
+    """The script printed under an information-flow finding rebuilds the block from the mutant's own file, calls it
+    as the check did (the model through its own forward) and ends on the evidence the finding states."""
+    mutant = catalogue.BY_NAME[name]
+    check, shows = SHOWN[name]
+    record = finding(mutant, tmp_path, check)
+    assert record["verdict"] == "fail", record
+    namespace = reproduce(record["message"])
+    assert namespace["case"].impl.spec.endswith(f"{mutant.name}.py")
+    assert shows(namespace), record["message"]
