@@ -79,9 +79,8 @@ def test_output_depends_on_the_source(impl, device, component, drawn):
         observed = f"identical outputs when source token {position} of sample 0 (not masked) changes"
         unused = discarded_lookups(m, (src, tgt, src_mask, tgt_mask), (changed, tgt, src_mask, tgt_mask))
         if unused:
-            raise Failure(f"{component}.source_embeddings_unused", requirement, f"{observed}: the lookup "
-                          f"{unused[0]!r} changes with the token, and nothing computed from it beyond its own scaling does (its embeddings "
-                          "never reach the encoder)", repro)
+            raise embeddings_unused(f"{component}.source_embeddings_unused", requirement, observed, unused[0],
+                                    "encoder", repro)
         raise Failure(f"{component}.source_ignored", requirement, f"{observed}: the output does not reach back to "
                       "the encoder (is the decoder's result discarded, or the memory not passed on?)", repro)
 
@@ -109,9 +108,8 @@ def test_output_depends_on_the_target_tokens(impl, device, component, drawn):
         observed = "identical outputs at the last position when the last target token changes"
         unused = discarded_lookups(m, (src, tgt, src_mask, tgt_mask), (src, changed, src_mask, tgt_mask))
         if unused:
-            raise Failure(f"{component}.target_embeddings_unused", requirement, f"{observed}: the lookup "
-                          f"{unused[0]!r} changes with the token, and nothing computed from it beyond its own scaling does (its embeddings "
-                          "never reach the decoder)", repro)
+            raise embeddings_unused(f"{component}.target_embeddings_unused", requirement, observed, unused[0],
+                                    "decoder", repro)
         raise Failure(f"{component}.target_tokens_ignored", requirement,
                       f"{observed}: the target's embeddings do not reach the output", repro)
 
@@ -166,7 +164,8 @@ def test_positions_reach_the_encoder(impl, device, component, drawn):
                           "src_mask = torch.ones_like(src_mask[:, :1])  # no padding",
                           f"src = src.clone(); src[0, {second}] = {token}",
                           f"swapped = src.clone(); swapped[0, {first}], swapped[0, {second}] = src[0, {second}], "
-                          f"src[0, {first}]", BEFORE, "after = own_output(case, m, (swapped, tgt, src_mask, tgt_mask))"],
+                          f"src[0, {first}]", BEFORE,
+                          "after = own_output(case, m, (swapped, tgt, src_mask, tgt_mask))"],
                           "'largest change of sample 0:', (after[0] - before[0]).abs().max().item()"))
 
 
@@ -227,6 +226,11 @@ def discarded_lookups(model, inputs, other_inputs):
         if all(d is not None and d.shape == delta.shape and proportional(d, delta) is not None for d in later):
             unused.append(name)
     return unused
+
+
+def embeddings_unused(cause, requirement, observed, lookup, stack, repro):
+    return Failure(cause, requirement, f"{observed}: the lookup {lookup!r} changes with the token, and nothing "
+                   f"computed from it beyond its own scaling does (its embeddings never reach the {stack})", repro)
 
 
 def embedding_scales(first, second):
@@ -391,4 +395,5 @@ def test_future_target_tokens_do_not_change_earlier_outputs_in_training(impl, de
                       "seed_generators(case.seed, case.device)  # the same dropout draws for both calls", BEFORE,
                       "seed_generators(case.seed, case.device)",
                       "after = own_output(case, m, (src, changed, src_mask, tgt_mask))"],
-                      "'largest change before the last position:', (after[:, :-1] - before[:, :-1]).abs().max().item()"))
+                      "'largest change before the last position:', "
+                      "(after[:, :-1] - before[:, :-1]).abs().max().item()"))
