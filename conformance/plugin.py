@@ -24,7 +24,7 @@ from adapters.lint import self_attributes
 from adapters.submission import load_implementation
 from conformance import crashes, harness, verdicts
 from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole
-from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, Finding, summary_table
+from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, Finding, summary_table
 
 FAMILIES = ("shapes", "masks", "embeddings", "positional_encoding", "softmax", "norm_order", "parameters",
             "layer_norm", "behaviour", "construction", "information_flow")
@@ -382,9 +382,10 @@ def pytest_runtest_makereport(item, call):
         return
     if call.when == "setup":
         harness.LATEST_CASE = None
+        PASS_NOTES.clear()
     if call.when == "call" or (call.when == "setup" and call.excinfo is not None):
         impl = getattr(item, "funcargs", {}).get("impl")
-        verdict, cause, message = (PASS, "", "") if call.excinfo is None else classify(
+        verdict, cause, message = (PASS, "", "; ".join(PASS_NOTES)) if call.excinfo is None else classify(
             call.excinfo, component_of(item), getattr(impl, "locate", None), impl)
         message += read_beside(impl, component_of(item), cause)
         record = dict(component=component_of(item), family=family_of(item), check=check_of(item),

@@ -42,6 +42,11 @@ def markdown(data, title=None):
         checks = ", ".join(sorted({r["check"] for r in group}))
         message = group[0]["message"].splitlines()[0].removeprefix(f"{cause}: ")
         lines.append(f"- **{verdict}** `{component}` ({checks}): `{cause}`: {message}")
+    noted = sorted({(r["component"], r["check"], r["message"]) for r in data["checks"]
+                    if r["verdict"] == "pass" and r["message"]})
+    if noted:
+        lines += ["", "## Conforming forms found", ""] + [f"- `{component}` ({check}): {message}"
+                                                          for component, check, message in noted]
     hidden = findings_behind_errors(data["checks"])
     if hidden:
         lines += ["", "## Behind the errors", "",

@@ -151,6 +151,9 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
     if largest <= close:
         named = [v for v in found if v not in accepted]
         observed = "the outputs of the reference with " + "; ".join(v.description for v in named) if named else ""
+        if {v.name for v in named} >= {"pre_norm", "extra_final_norm"}:  # the final norm pre-norm needs is part of it
+            named = [v for v in named if v.name != "extra_final_norm"]
+            observed += " (the final LayerNorm of a pre-norm stack, part of the pre-norm variant)"
         bugs = [v for v in named if not v.deviation]
         if bugs:
             raise Failure(f"{component}." + "+".join(v.name for v in bugs), requirement, observed, repro)

@@ -10,7 +10,7 @@ from hypothesis import given
 from conformance import strategies
 from conformance.harness import MODULE_ROLES, Case, canonical_inputs, output_tensor
 from conformance.probes import hooked
-from conformance.verdicts import Deviation, Failure, Missing
+from conformance.verdicts import Deviation, Failure, Missing, note_on_pass
 from conformance.weights import inside, layer_lists, norm_modules
 from reference import transformer as ref
 
@@ -267,6 +267,7 @@ def test_parameter_count(impl, device, contract, component, drawn):
     if combo:
         causes, words = describe(combo)
         if not causes:  # only readings that conform
+            note_on_pass(f"{observed} parameters ({observed - expected:+d} from {expected}): {words}")
             return
         raise Deviation(f"{component}.parameters." + "+".join(causes), requirement,
                         f"{observed} parameters ({observed - expected:+d}): {words}", repro)

@@ -1,6 +1,7 @@
 """Verdicts of a check, and the exceptions a check raises to give one.
 
-A check passes by returning. Otherwise it raises:
+A check passes by returning (after :func:`note_on_pass` when it found a conforming form worth naming). Otherwise it
+raises:
 
 * :class:`Failure` - the implementation contradicts the paper;
 * :class:`Deviation` - the implementation follows a named, known variant (pre-norm, GELU, ...);
@@ -12,6 +13,15 @@ Each finding carries a stable ``cause`` identifier (``"attention.scale.sqrt_d_mo
 requires (with its section) and what was observed.
 """
 PASS, FAIL, DEVIATION, MISSING, ERROR = "pass", "fail", "deviation", "missing", "error"
+PASS_NOTES = []
+"""What the running check found that conforms and is worth saying (the plugin writes it on a pass, then clears it)."""
+
+
+def note_on_pass(text):
+    """Say what a passing check found when the paper allows more than one form (projections with or without
+    biases): the plugin reports it as the pass's message."""
+    if text not in PASS_NOTES:
+        PASS_NOTES.append(text)
 SEVERITY = {PASS: 0, MISSING: 1, DEVIATION: 2, FAIL: 3, ERROR: 4}
 
 

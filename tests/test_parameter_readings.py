@@ -7,9 +7,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from conformance.interface import Config
+from conformance.reports import markdown
 from conformance.test_norm_order import final_norm_deviation
 from conformance.test_parameters import best_reading, closed_form, describe, known_variants
 from reference import transformer as ref
+from tests import mutants as catalogue
+from tests.mutation_score import family_checks, run_suite
 
 
 class ScalarLayerNorm(nn.Module):
@@ -77,3 +80,21 @@ def test_the_final_norm_of_a_pre_norm_stack_is_part_of_pre_norm():
         "encoder.norm_order.pre_norm"
     assert final_norm_deviation("encoder", "the norm-like module 'norm'", F.layer_norm(last, (8,)), 8, None).cause \
         == "encoder.norm_order.extra_final_norm"
+
+
+def test_a_passing_count_says_it_found_projections_without_biases(tmp_path):
+    """The reading that conforms is said on the pass itself: the report's parameter_count record of an attention
+    built without projection biases passes and names the biases absent."""
+    source = catalogue.reference_source()
+    for w in ("w_q", "w_k", "w_v", "w_o"):
+        source = source.replace(f"self.{w} = nn.Linear(d_model, d_model)", f"self.{w} = nn.Linear(d_model, d_model, "
+                                                                         "bias=False)")
+    path = tmp_path / "bias_free.py"
+    path.write_text(source)
+    _, output, data = run_suite(path, tmp_path, markers="multi_head_attention", in_process=True,
+                                target=family_checks("parameters"))
+    record = next(c for c in data["checks"] if c["component"] == "multi_head_attention"
+                  and c["check"] == "parameter_count")
+    assert record["verdict"] == "pass", output[-2000:]
+    assert "without projection biases (conforms" in record["message"]
+    assert "without projection biases" in markdown(data)
