@@ -1,5 +1,6 @@
 """Behaviour (§5.4 and general): dropout only in training and where the paper puts it, samples independent of the
 batch they are computed in, and agreement with the reference once its weights are copied over."""
+import dataclasses
 import math
 
 import pytest
@@ -8,9 +9,9 @@ from hypothesis import given
 
 from adapters.submission import load_implementation
 from conformance import strategies, variants
-from conformance.harness import MODULE_ROLES, Case, assert_close, canonical_inputs, run, tolerance
+from conformance.harness import MODULE_ROLES, Case, assert_close, canonical_inputs, difference, run, tolerance
 from conformance.verdicts import Deviation, Failure, Missing
-from conformance.weights import map_reference_weights, parameter_shapes
+from conformance.weights import map_reference_weights, parameter_shapes, pinned_by_shapes
 
 DROPOUT_ROLES = ("positional_encoding", "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder",
                  "model")
@@ -123,6 +124,99 @@ def closest_variants(case, component, actual, inputs, start, good_enough, steps=
     return [v for v in chosen.values() if v is not None], best
 
 
+SUB_BLOCKS = tuple(role for role in MODULE_ROLES if role != "model")
+"""The roles a block may hold, smallest first: none holds a role listed after it."""
+
+
+def reference_block(case, component, accepted=()):
+    """The reference's ``component`` for the case (the weights the candidate was given), with ``accepted`` variants."""
+    block = case.replace(impl=reference()).build(component)
+    for v in accepted:
+        v.apply(block)
+    return block
+
+
+def reference_paths(block, role):
+    """Paths of the reference's ``role`` blocks inside ``block`` (itself excluded)."""
+    cls = reference().roles[role]
+    return [path for path, m in block.named_modules() if path and type(m) is cls]
+
+
+def graft(case, block, role):
+    """Put the candidate's ``role``, built by its implementation and called canonically, in place of each reference
+    ``role`` inside the reference ``block``, the weights of the block it replaces mapped onto it (§3: the reference
+    calls each of its blocks with the role's canonical call, so any implementation's block fits there).
+    Returns ``[(path, candidate block, reference block, mapping)]``."""
+    grafts = []
+    for path in reference_paths(block, role):
+        parent, _, name = path.rpartition(".")
+        own, replaced = case.build(role), block.get_submodule(path)
+        grafts.append((path, own, replaced, map_reference_weights(own, replaced)))
+        setattr(block.get_submodule(parent), name, own)
+    return grafts
+
+
+@dataclasses.dataclass
+class Located:
+    """The candidate's blocks of one role that make the whole difference: with them in place of the reference's
+    own, the reference computes the candidate's outputs up to ``after``."""
+    role: str
+    grafts: list
+    after: float
+    where: str
+
+    @property
+    def confirmed(self):
+        """Each block's weights are its counterpart's: copied by name, or by registration order where the shapes
+        leave no other choice (the rest of the block, the reference's own, is confirmed by the agreement)."""
+        return all(mapping == "exact" or pinned_by_shapes(own, replaced) for _, own, replaced, mapping in self.grafts)
+
+    def finding(self, component, requirement, observed, repro):
+        """A failure naming the blocks, or, when their own weights may have been copied to the wrong parameters,
+        the mapping left unconfirmed."""
+        if self.confirmed:
+            return Failure(f"{component}.disagrees_in_{self.role}", requirement,
+                           f"{observed}; the difference lies in the {self.role} ({self.where}): with the candidate's "
+                           f"{self.role} in place of the reference's (the same weights), the reference computes the "
+                           f"candidate's outputs (largest difference {self.after:.3g})", repro)
+        return Missing(f"{component}.reference_mapping_unconfirmed", requirement,
+                       f"{observed}; the candidate's {self.role} ({self.where}) in place of the reference's makes the "
+                       f"reference compute the candidate's outputs (largest difference {self.after:.3g}), but its "
+                       "weights, mapped by registration order onto parameters of like shapes, are unconfirmed", repro)
+
+
+def candidate_paths(m, own):
+    """Paths of the blocks inside the candidate ``m`` of the class of the candidate block ``own``."""
+    cls = type(getattr(own, "inner", own))
+    return [path for path, x in getattr(m, "inner", m).named_modules() if path and type(x) is cls]
+
+
+def locate(case, component, m, actual, inputs, accepted, good_enough):
+    """The smallest of the candidate's sub-blocks that makes the difference from the reference: the first role
+    (smallest first) whose candidate blocks, put in place of the reference's own in the reference's ``component``,
+    make it compute the candidate's outputs ``actual`` (within ``good_enough``); None when none does.
+
+    The candidate's blocks go into the reference, not the reverse: the reference calls its blocks canonically, which
+    every implementation's roles answer, while a candidate calls its own in its own ways. All blocks of a role are
+    replaced at once: they run one class's code."""
+    plain = reference_block(case, component)
+    held = [role for role in SUB_BLOCKS if role != component and case.impl.has(role) and reference_paths(plain, role)]
+    for role in held:
+        block = reference_block(case, component, accepted)
+        try:
+            grafts = graft(case, block, role)
+            if any(mapping is None for *_, mapping in grafts):
+                continue
+            after = gap(actual, run(case, component, module=block, inputs=inputs)[0])
+        except Exception:  # noqa: BLE001 (a block that cannot run in the reference's place locates nothing; its
+            continue       # own checks say why)
+        if after <= good_enough:
+            own = candidate_paths(m, grafts[0][1])
+            where = ", ".join(own) if own else "at the reference's " + ", ".join(path for path, *_ in grafts)
+            return Located(role, grafts, after, where)
+    return None
+
+
 @pytest.mark.parametrize("component", MODULE_ROLES)
 @given(drawn=strategies.settings())
 def test_agrees_with_reference(impl, device, contract, component, drawn):
@@ -160,18 +254,17 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
         if named and not (contract == "practice" and [v.name for v in named] == ["extra_final_norm"]):
             raise Deviation(f"{component}." + "+".join(v.name for v in named), requirement, observed, repro)
         return
-    ref = case.replace(impl=reference()).build(component)
-    for v in accepted:
-        v.apply(ref)
-    expected, _ = run(case, component, module=ref, inputs=inputs)
-    try:
-        assert_close(actual, expected, case, f"{component}.disagrees_with_reference", requirement)
-    except Failure as failure:
-        if mapping == "exact":
-            failure.reproduction = repro
-            raise
-        raise Missing(f"{component}.reference_mapping_unconfirmed", requirement,
-                      f"weights mapped by registration order (unconfirmed), then {failure.observed}", repro)
+    observed = difference(actual, run(case, component, module=reference_block(case, component, accepted),
+                                      inputs=inputs)[0], case)
+    if observed is None:
+        return
+    located = locate(case, component, m, actual, inputs, accepted, good_enough=close)
+    if located is not None:
+        raise located.finding(component, requirement, observed, repro)
+    if mapping == "exact":
+        raise Failure(f"{component}.disagrees_with_reference", requirement, observed, repro)
+    raise Missing(f"{component}.reference_mapping_unconfirmed", requirement,
+                  f"weights mapped by registration order (unconfirmed), then {observed}", repro)
 
 
 CONFIGURED_RATE = 0.37

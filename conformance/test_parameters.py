@@ -386,9 +386,10 @@ def test_layers_do_not_share_weights(impl, device, component, drawn):
                           "in one forward pass (one layer reused for the others)", repro)
 
 
-def passed_between_layers(case, component, m, layers):
-    """``[(arguments, output)]`` of each call of ``layers`` in one canonical forward pass, in call order (the tensor
-    and tuple arguments; the output as returned), and the exception that ended the pass, if any."""
+def passed_between_layers(m, inputs, layers):
+    """``[(arguments, output)]`` of each call of ``layers`` in one forward pass of ``m`` on ``inputs``, in call order
+    (the tensor and tuple arguments; the output as returned), the stack's output, and the exception that ended the
+    pass, if any (then no output)."""
     calls, handles = [], []
 
     def before(_, args, kwargs):
@@ -398,13 +399,13 @@ def passed_between_layers(case, component, m, layers):
         calls[-1][1] = hook_args[-1]
     for layer in layers:
         handles += [layer.register_forward_pre_hook(before, with_kwargs=True), layer.register_forward_hook(after)]
+    output = crash = None
     try:
         with hooked(handles), torch.no_grad():
-            m(*canonical_inputs(case, component))
-        crash = None
+            output = m(*inputs)
     except Exception as exc:  # noqa: BLE001 (a tuple handed on crashes the next layer: read below)
         crash = exc
-    return calls, crash
+    return calls, output, crash
 
 
 def same_arguments(these, those):
@@ -423,7 +424,8 @@ def test_each_layer_receives_the_previous_output(impl, device, component, drawn)
     lists = layer_lists(m, case.cfg.N)
     if not lists:
         raise Missing(f"{component}.layers_not_found", f"a list of the N={case.cfg.N} layers", "none in the stack")
-    calls, crash = passed_between_layers(case, component, m, lists[0][1])
+    inputs = canonical_inputs(case, component)
+    calls, output, crash = passed_between_layers(m, inputs, lists[0][1])
     requirement = f"layer k + 1 of the N={case.cfg.N} to take the output of layer k (§3.1)"
     for (_, out), (received, _) in zip(calls, calls[1:]):
         if isinstance(out, tuple) and any(a is out for a in received):
@@ -435,6 +437,10 @@ def test_each_layer_receives_the_previous_output(impl, device, component, drawn)
                 isinstance(a, torch.Tensor) and a.shape == produced.shape and torch.equal(a, produced) for a in received):
             continue
         if same_arguments(received, calls[0][0]):
+            if same_arguments([output], inputs[:1]):
+                raise Failure(f"{component}.layer_outputs_discarded", requirement,
+                              "every layer receives the stack's input, and the stack returns that input: the layers' "
+                              "outputs are discarded (the assignment of the loop's result dropped)")
             raise Failure(f"{component}.layers_not_chained", requirement,
                           "a later layer receives the same arguments as the first, not the previous layer's output: "
                           "every layer reads the stack's input and only the last one's output is kept")

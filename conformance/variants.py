@@ -120,6 +120,9 @@ VARIANTS = [
             lambda self, x, sublayer: x + self.dropout(sublayer(x))),
     Variant("relu_missing", False, "no ReLU between the two linear maps of the feed-forward network",
             "feed_forward", FFN, lambda self, x: self.w_2(self.w_1(x))),
+    Variant("relu_on_output", False, "a ReLU on the output of the feed-forward network too, max(0, max(0, x W_1 + "
+            "b_1) W_2 + b_2): no negative output", "feed_forward", FFN,
+            lambda self, x: torch.relu(self.w_2(torch.relu(self.w_1(x))))),
     Variant("divides_by_variance", False, "LayerNorm divides by the variance (plus eps), not its square root",
             "layer_norm", LN, layer_norm(lambda self, x: biased_variance(x) + self.eps)),
     Variant("eps_outside_root", False, "LayerNorm divides by sqrt(variance) + eps", "layer_norm", LN,

@@ -9,6 +9,7 @@ Candidates are arbitrary modules, so structure is discovered generically:
 * :func:`map_reference_weights` copies the reference's parameters onto a candidate by name, or by registration order
   allowing a packed parameter (``torch.nn.MultiheadAttention.in_proj_weight = cat(W_q, W_k, W_v)``).
 """
+import math
 import re
 
 import torch
@@ -122,8 +123,8 @@ def served(module):
 
 
 def parameter_shapes(module, count=6):
-    """The shapes of the module's first ``count`` parameters (for a module judged apart, as the submission's side
-    reported them when the reference's weights were mapped)."""
+    """The shapes of the module's first ``count`` parameters (all of them for None; for a module judged apart, as the
+    submission's side reported them when the reference's weights were mapped)."""
     if served(module):
         return module.parameter_shapes[:count]
     return [tuple(p.shape) for p in module.parameters()][:count]
@@ -152,6 +153,24 @@ def map_reference_weights(candidate, reference):
         return None
     _copy(plan)
     return "by_order"
+
+
+def pinned_by_shapes(candidate, reference):
+    """Whether a by-order mapping of ``reference``'s parameters onto ``candidate`` can only have copied each to its
+    counterpart: every candidate weight filled (none kept fresh), and among the reference's parameters of one kind
+    (norm or not) no two of the same shape and no square matrix, so none could be taken for another or read
+    transposed (a feed-forward network, d_ff != d_model; not attention's four d_model x d_model projections, nor a
+    LayerNorm's gain and bias)."""
+    if sum(math.prod(shape) for shape in parameter_shapes(candidate, count=None)) != \
+            sum(p.numel() for p in reference.parameters()):
+        return False
+    norms, seen = norm_parameter_ids(reference), set()
+    for p in reference.parameters():
+        kind = (id(p) in norms, tuple(p.shape))
+        if kind in seen or (p.dim() == 2 and p.shape[0] == p.shape[1]):
+            return False
+        seen.add(kind)
+    return True
 
 
 def _plan_by_order(cand, ref):

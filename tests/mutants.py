@@ -248,6 +248,12 @@ MUTANTS = [
     M("encoder_reuses_first_layer", "parameters", "encoder", "the encoder applies layers[0] N times",
       ("for layer in self.layers:\n            x = layer(x, src_mask)",
        "for _ in self.layers:\n            x = self.layers[0](x, src_mask)"), cause="encoder.layers_share_weights"),
+    M("decoder_loop_result_discarded", "parameters", "decoder",
+      "the assignment of the decoder's loop dropped (layer(x, ...) instead of x = layer(x, ...)): every layer reads "
+      "the stack's input and the stack returns that input",
+      ("            x = layer(x, memory, src_mask, tgt_mask)\n        return x\n",
+       "            layer(x, memory, src_mask, tgt_mask)\n        return x\n"),
+      cause="decoder.layer_outputs_discarded"),
     M("decoder_layers_not_chained", "parameters", "decoder",
       "every decoder layer reads the stack's input; only the last one's output is returned",
       ("            x = layer(x, memory, src_mask, tgt_mask)\n        return x\n",
@@ -316,9 +322,7 @@ MUTANTS = [
     M("ffn_missing_relu", "behaviour", "feed_forward", "no ReLU: the FFN is affine",
       (FFN, "return self.w_2(self.w_1(x))"), cause="feed_forward.relu_missing"),
     M("ffn_relu_on_output", "behaviour", "feed_forward", "an extra ReLU on the FFN output",
-      (FFN, "return torch.relu(self.w_2(torch.relu(self.w_1(x))))"), cause="feed_forward.relu_on_output",
-      known_gap=("the outputs differ from the reference and no known variant explains them: disagrees_with_reference "
-                 "(issue 14: locate a disagreement)")),
+      (FFN, "return torch.relu(self.w_2(torch.relu(self.w_1(x))))"), cause="feed_forward.relu_on_output"),
     M("ffn_gelu", "behaviour", "feed_forward", "GELU instead of ReLU (a named deviation)",
       (FFN, "return self.w_2(nn.functional.gelu(self.w_1(x)))"), deviation=True, cause="feed_forward.gelu"),
     M("mha_concat_without_transpose", "behaviour", "multi_head_attention",

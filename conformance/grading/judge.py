@@ -185,7 +185,7 @@ def serve(impl, fd):
             reference.load_state_dict({k: decode(v, request["device"]) for k, v in request["state"].items()})
             module = built[request["handle"]]
             return {"mapping": weights.map_reference_weights(module, reference),
-                    "shapes": [list(shape) for shape in weights.parameter_shapes(module)]}
+                    "shapes": [list(shape) for shape in weights.parameter_shapes(module, count=None)]}
         raise ValueError(f"unknown request {op!r}")
 
     while True:
