@@ -185,13 +185,7 @@ class Located:
                        "weights, mapped by registration order onto parameters of like shapes, are unconfirmed", repro)
 
 
-def candidate_paths(m, own):
-    """Paths of the blocks inside the candidate ``m`` of the class of the candidate block ``own``."""
-    cls = type(getattr(own, "inner", own))
-    return [path for path, x in getattr(m, "inner", m).named_modules() if path and type(x) is cls]
-
-
-def locate(case, component, m, actual, inputs, accepted, good_enough):
+def locate(case, component, actual, inputs, accepted, good_enough):
     """The smallest of the candidate's sub-blocks that makes the difference from the reference: the first role
     (smallest first) whose candidate blocks, put in place of the reference's own in the reference's ``component``,
     make it compute the candidate's outputs ``actual`` (within ``good_enough``); None when none does.
@@ -211,9 +205,8 @@ def locate(case, component, m, actual, inputs, accepted, good_enough):
         except Exception:  # noqa: BLE001 (a block that cannot run in the reference's place locates nothing; its
             continue       # own checks say why)
         if after <= good_enough:
-            own = candidate_paths(m, grafts[0][1])
-            where = ", ".join(own) if own else "at the reference's " + ", ".join(path for path, *_ in grafts)
-            return Located(role, grafts, after, where)
+            return Located(role, grafts, after, f"at {', '.join(path for path, *_ in grafts)} of the reference's "
+                                                f"{component}")
     return None
 
 
@@ -223,7 +216,9 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
     """With the reference's weights copied over (by name, or by registration order), the candidate computes what the
     reference computes (eval mode, dropout 0). When it does not, the known variants of the reference
     (:mod:`conformance.variants`: pre-norm, a final LayerNorm, GELU, ... and the common mistakes) are tried, and the
-    combination that reproduces the candidate's outputs names the deviation or the mistake."""
+    combination that reproduces the candidate's outputs names the deviation or the mistake. When none does, the
+    candidate's sub-blocks are put in the reference's place one role at a time (:func:`locate`), and the smallest
+    that makes the difference is named."""
     case = Case(impl, device=device, **drawn)
     m = case.build(component)
     ref = case.replace(impl=reference()).build(component)
@@ -258,7 +253,7 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
                                       inputs=inputs)[0], case)
     if observed is None:
         return
-    located = locate(case, component, m, actual, inputs, accepted, good_enough=close)
+    located = locate(case, component, actual, inputs, accepted, good_enough=close)
     if located is not None:
         raise located.finding(component, requirement, observed, repro)
     if mapping == "exact":

@@ -61,12 +61,13 @@ def test_a_bug_in_a_sub_block_is_located_and_named(tmp_path):
     verdicts = agreement(other_style(RELU_AFTER_SECOND_LINEAR), tmp_path)
     # alone, the feed-forward network's by-order mapping stays unconfirmed: nothing inside it to substitute
     assert verdicts["feed_forward"][:2] == ("missing", "feed_forward.reference_mapping_unconfirmed")
-    paths = {"encoder_layer": "mlp", "decoder_layer": "mlp", "encoder": "blocks.0.mlp", "decoder": "blocks.0.mlp",
-             "model": "dec.blocks.0.mlp"}  # the candidate's own paths
+    paths = {"encoder_layer": "feed_forward", "decoder_layer": "feed_forward", "encoder": "layers.0.feed_forward",
+             "decoder": "layers.0.feed_forward", "model": "decoder.layers.0.feed_forward"}  # the reference's paths
     for component, path in paths.items():
         verdict, cause, message = verdicts[component]
         assert (verdict, cause) == ("fail", f"{component}.disagrees_in_feed_forward"), message
-        assert re.search(rf"\((?:[^)]*, )?{re.escape(path)}(?:, [^)]*)?\)", message), message
+        assert re.search(rf"\(at (?:[^)]*, )?{re.escape(path)}(?:, [^)]*)? of the reference's {component}\)",
+                         message), message
         before, after = re.search(r"differ by up to ([\d.e+-]+) .*largest difference ([\d.e+-]+)\)", message).groups()
         assert float(before) > 1e-3 and float(after) <= 1e-3, message
     for component in ("embedding", "positional_encoding", "multi_head_attention", "layer_norm",
