@@ -8,15 +8,15 @@ The implementation here is the reference with its attributes renamed (``w_1`` ->
 only, which alone leaves a disagreement unconfirmed (``reference_mapping_unconfirmed``)."""
 import re
 
-import torch
 import pytest
+import torch
 
 from conformance.interface import Config
+from conformance.weights import map_reference_weights, pinned_by_shapes
 from reference import transformer
 from tests import mutants as catalogue
 from tests.mutation_score import run_suite
 from tests.test_mutants import IN_PROCESS
-from conformance.weights import map_reference_weights, pinned_by_shapes
 
 RENAMED = {"w_1": "expand", "w_2": "contract", "w_q": "to_q", "w_k": "to_k", "w_v": "to_v", "w_o": "to_out",
            "gain": "scale", "bias": "shift", "lut": "table", "proj": "out", "self_attn": "attend_self",
@@ -102,3 +102,15 @@ def test_shapes_pin_a_by_order_mapping_only_where_no_weight_could_take_another_p
     if pinned:  # a weight left with its own values (an extra LayerNorm the reference lacks) unpins it
         candidate.extra = torch.nn.LayerNorm(cfg.d_model)
         assert not pinned_by_shapes(candidate, reference)
+
+
+def test_a_stack_that_returns_its_input_is_located_in_the_model(tmp_path):
+    """The mutant ``decoder_loop_result_discarded``: no sub-block of the decoder makes its difference (its layers
+    are right), and the model's is the decoder's."""
+    mutant = catalogue.BY_NAME["decoder_loop_result_discarded"]
+    verdicts = agreement(catalogue.apply(mutant), tmp_path)
+    assert verdicts["decoder"][:2] == ("fail", "decoder.disagrees_with_reference")
+    verdict, cause, message = verdicts["model"]
+    assert (verdict, cause) == ("fail", "model.disagrees_in_decoder") and "(at decoder of the reference's model)" \
+        in message, message
+    assert verdicts["decoder_layer"][0] == verdicts["encoder"][0] == "pass"
