@@ -324,9 +324,7 @@ MUTANTS = [
     M("mha_concat_without_transpose", "behaviour", "multi_head_attention",
       "heads concatenated by reshape without transposing back: positions and heads mixed",
       (CONCAT, "concat = heads.reshape(query.size(0), -1, self.h * self.d_k)"),
-      cause="multi_head_attention.heads_merged_without_transpose",
-      known_gap=("only the symptoms are named (future visible, outputs differ from the reference), not the merge (issue "
-                 "14: verdict corrections)")),
+      cause="multi_head_attention.heads_merged_without_transpose"),
     M("dropout_active_in_eval", "behaviour", "sublayer_connection",
       "F.dropout(x, p) (training=True by default): dropout still active in eval mode",
       (SUBLAYER, "return self.norm(x + nn.functional.dropout(sublayer(x), self.dropout.p))"),
