@@ -352,6 +352,30 @@ MUTANTS = [
        "self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout) for _ in range(3)])\n"
        "        self.sublayer[1].norm = LayerNorm(d_model, d_model)"),
       cause="decoder_layer.layer_norm_eps_wrong"),
+    M("decoder_layer_cross_attention_temperature_d_model", "softmax", "decoder_layer",
+      "multi-head attention built with a temperature (sqrt(d_k) by default); the decoder layer's encoder-decoder "
+      "attention given sqrt(d_model) instead: that one attention is scaled wrong, the role built alone is right",
+      ("def __init__(self, h, d_model):", "def __init__(self, h, d_model, temperature=None):"),
+      ("self.h, self.d_k = h, d_model // h",
+       "self.h, self.d_k = h, d_model // h\n        self.temperature = temperature or math.sqrt(self.d_k)"),
+      (CALL_ATTENTION, "scores = torch.matmul(q, k.transpose(-2, -1)) / self.temperature\n"
+       "        if mask is not None:\n"
+       "            scores = scores.masked_fill(~mask, MASKED_SCORE)\n"
+       "        heads = torch.matmul(torch.softmax(scores, dim=-1), v)"),
+      ("self.src_attn = MultiHeadAttention(h, d_model)",
+       "self.src_attn = MultiHeadAttention(h, d_model, temperature=d_model ** 0.5)"),
+      cause="decoder_layer.attention_scale_wrong"),
+    M("encoder_last_layer_norm_over_sequence", "norm_order", "encoder",
+      "LayerNorm given the axis it normalizes over (the features by default); the last encoder layer's feed-forward "
+      "LayerNorm rebuilt over the sequence axis (dim 1): that one norm mixes positions, the role built alone is right",
+      ("def __init__(self, d_model, eps=1e-5):", "def __init__(self, d_model, eps=1e-5, dim=-1):"),
+      ("self.eps = eps", "self.eps, self.dim = eps, dim"),
+      ("mean = x.mean(-1, keepdim=True)", "mean = x.mean(self.dim, keepdim=True)"),
+      ("variance = x.var(-1, keepdim=True, unbiased=False)", "variance = x.var(self.dim, keepdim=True, unbiased=False)"),
+      ("self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)",
+       "self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)\n"
+       "        self.layers[-1].sublayer[1].norm = LayerNorm(d_model, dim=1)"),
+      cause="encoder.layer_norm_axis_wrong"),
     M("model_memory_zeroed", "information_flow", "model",
       "the decoder is handed the encoder's output multiplied by zero (a debugging line left in)",
       ("return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)",
