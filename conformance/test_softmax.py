@@ -41,9 +41,30 @@ def observe_attention(case, component, module=None):
         x, memory, _, mask = inputs
         q, k, mask = split_heads(x, case.cfg.h), split_heads(memory, case.cfg.h), mask.unsqueeze(1)
     with AttentionRecorder() as recorder, torch.no_grad():
-        output_tensor(module(*inputs), component)
+        try:
+            output_tensor(module(*inputs), component)
+        except Exception:
+            require_query_key_order_unmasked(case, component, module, inputs)
+            raise
+    if not recorder.sdpa_calls and not recorder.attention_softmaxes(case.tgt_len, case.src_len):
+        require_query_key_order_unmasked(case, component, module, inputs)
     raw = q @ k.transpose(-2, -1)
     return recorder, raw, mask.expand_as(raw), inputs
+
+
+def require_query_key_order_unmasked(case, component, module, inputs):
+    """Scores K Q^T, shaped (..., Lk, Lq), that the mask (..., 1, Lk) broadcasts to another shape or cannot be
+    broadcast to (a crash when Lq != Lk): called again without a mask, the softmax shows them (before the product
+    with the values fails)."""
+    with AttentionRecorder() as recorder, torch.no_grad():
+        try:
+            module(*inputs[:3], None)
+        except Exception:
+            pass  # (with the query and the key swapped, the product with the values fails when Lq != Lk)
+    swapped = [c for c in recorder.softmaxes if c.scores.dim() >= 2
+               and tuple(c.scores.shape[-2:]) == (case.src_len, case.tgt_len)]
+    if swapped:
+        require_query_key_order(swapped[-1], case, component)
 
 
 def attention_softmax(recorder, case, component):
