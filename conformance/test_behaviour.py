@@ -1,5 +1,6 @@
 """Behaviour (§5.4 and general): dropout only in training and where the paper puts it, samples independent of the
-batch they are computed in, and agreement with the reference once its weights are copied over."""
+batch they are computed in, agreement with the reference once its weights are copied over, and the heads of
+multi-head attention concatenated position by position (§3.2.2)."""
 import math
 
 import pytest

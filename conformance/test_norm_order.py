@@ -6,7 +6,8 @@ The sub-layer connection is called with a known sub-layer. Layers are probed thr
 parameter outside the LayerNorms zeroed each sub-layer outputs 0; with the d_model-sized biases set to a vector c
 (weights still zero) each sub-layer outputs c (or 0 when its last projection has no bias). The outputs of both
 probes are compared with what each placement predicts; placements the probes cannot tell apart give a *missing*
-verdict, never a failure. Every LayerNorm a block builds, in every layer, is also checked for a small eps.
+verdict, never a failure. Every LayerNorm a block builds, in every layer, is also checked for a small eps and,
+called on its own, for normalizing each position's d_model features alone.
 """
 import itertools
 import math
@@ -391,7 +392,8 @@ def norm_inputs(case, block, component):
     layer_norm role's class) that its canonical call applies to activations of d_model features, with the shape of
     the first such input (seen before the norm runs, so a norm that then raises is seen too)."""
     inner = getattr(block, "inner", block)
-    paths = {path for path, _ in norm_modules(inner) if path} | {p for p, _, _ in role_instances(case, block, "layer_norm")}
+    paths = {path for path, _ in norm_modules(inner) if path}
+    paths |= {path for path, _, _ in role_instances(case, block, "layer_norm")}
     seen = {}
 
     def before(module, args, kwargs, path):
@@ -400,7 +402,7 @@ def norm_inputs(case, block, component):
             seen.setdefault(path, (module, tuple(x.shape)))
     handles = [m.register_forward_pre_hook(lambda m, a, k, path=path: before(m, a, k, path), with_kwargs=True)
                for path, m in inner.named_modules() if path in paths]
-    with hooked(handles), torch.no_grad():
+    with hooked(handles):
         try:
             call(block, canonical_inputs(case, component), component)
         except Exception:  # (the block's crash is reported by every other check; the norms reached are seen)

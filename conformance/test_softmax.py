@@ -2,6 +2,7 @@
 
 The weights are observed inside the implementation's forward (``probes.AttentionRecorder``), so the checks
 need no cooperation: the attention function may return its weights or not, and multi-head attention never does.
+Every multi-head attention a block builds (each layer's self- and encoder-decoder attention) is measured on its own.
 """
 import math
 
@@ -213,8 +214,8 @@ def test_every_attention_is_scaled_by_inverse_sqrt_d_k(impl, device, component, 
         path, attention, scale = wrong[0]
         mistake = name_scale(scale, case, "multi_head_attention", attention)
         raise Failure(f"{component}.attention_scale_wrong",
-                      f"every attention of the {component} scaling its scores by 1/sqrt(d_k) = {expected:.6g} (§3.2.1; "
-                      f"d_k={case.cfg.d_k}, d_model={case.cfg.d_model}, h={case.cfg.h})",
+                      f"every attention of the {component} scaling its scores by 1/sqrt(d_k) = {expected:.6g} "
+                      f"(§3.2.1; d_k={case.cfg.d_k}, d_model={case.cfg.d_model}, h={case.cfg.h})",
                       f"{len(wrong)} of its {len(scales)} attentions with another scale, the first {path!r} "
                       f"multiplying its scores by {scale:.6g}" + (f" ({mistake.replace('_', ' ')})" if mistake else ""),
                       case.reproduction(component))

@@ -369,7 +369,8 @@ MUTANTS = [
       ("def __init__(self, d_model, eps=1e-5):", "def __init__(self, d_model, eps=1e-5, axis=-1):"),
       ("self.eps = eps", "self.eps, self.axis = eps, axis"),
       ("mean = x.mean(-1, keepdim=True)", "mean = x.mean(self.axis, keepdim=True)"),
-      ("variance = x.var(-1, keepdim=True, unbiased=False)", "variance = x.var(self.axis, keepdim=True, unbiased=False)"),
+      ("variance = x.var(-1, keepdim=True, unbiased=False)",
+       "variance = x.var(self.axis, keepdim=True, unbiased=False)"),
       ("self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)",
        "self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)\n"
        "        self.layers[-1].sublayer[1].norm = LayerNorm(d_model, axis=1)"),
