@@ -871,6 +871,13 @@ class Adapted(Transparent):
             out = out[-1]  # every layer's output stacked on a new first axis (DETR's decoder): the last layer's
         return from_layout(out, self.layout)
 
+    def around(self, inner):
+        """This adapter (its call plan, masks and layout) around ``inner``, another instance of its module's class
+        (one built inside a block), sharing nothing else with it."""
+        other = copy.copy(self)
+        other._modules = dict(self._modules, inner=inner)
+        return other
+
     def inputs_not_accepted(self):
         """See :func:`inputs_not_accepted`; nothing for a forward not defined at all (its own error says why)."""
         forward = type(self.inner).forward

@@ -217,6 +217,22 @@ def difference(actual, expected, case, atol=None, rtol=None, what="outputs"):
             f"{expected[where].item():.6g}; tolerance {atol:g})")
 
 
+def role_instances(case, block, role):
+    """``[(path, instance, call)]``: the instances of the class that plays ``role`` (a module role) inside the built
+    ``block``, in registration order; ``call`` is the instance called as the role is (the role's adapter around it,
+    when it has one). ``[]`` when the implementation has no such role or the block is not built in this process."""
+    if not case.impl.has(role):
+        return []
+    try:
+        built = case.build(role)
+    except Exception:  # (the role's own checks report why it cannot be built)
+        return []
+    inner = getattr(block, "inner", block)
+    cls = type(getattr(built, "inner", built))
+    wrap = getattr(built, "around", lambda m: m)
+    return [(path, m, wrap(m)) for path, m in inner.named_modules() if path and type(m) is cls]
+
+
 def inputs_not_accepted(module):
     """``(canonical inputs the module's forward takes no parameter for, its signature)``, as the adapter of
     another's code reports them (``inputs_not_accepted()``); ``([], None)`` for modules that take the canonical call."""

@@ -1,5 +1,6 @@
 """Behaviour (§5.4 and general): dropout only in training and where the paper puts it, samples independent of the
-batch they are computed in, and agreement with the reference once its weights are copied over."""
+batch they are computed in, agreement with the reference once its weights are copied over, and the heads of
+multi-head attention concatenated position by position (§3.2.2)."""
 import dataclasses
 import math
 
@@ -10,6 +11,7 @@ from hypothesis import given
 from adapters.submission import load_implementation
 from conformance import strategies, variants
 from conformance.harness import MODULE_ROLES, Case, assert_close, canonical_inputs, difference, run, tolerance
+from conformance.probes import set_identity_projections, split_heads
 from conformance.verdicts import Deviation, Failure, Missing
 from conformance.weights import map_reference_weights, parameter_shapes, pinned_by_shapes
 
@@ -260,6 +262,33 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
         raise Failure(f"{component}.disagrees_with_reference", requirement, observed, repro)
     raise Missing(f"{component}.reference_mapping_unconfirmed", requirement,
                   f"weights mapped by registration order (unconfirmed), then {observed}", repro)
+
+
+@pytest.mark.parametrize("component", ["multi_head_attention"])
+@given(drawn=strategies.settings())
+def test_heads_concatenated_position_by_position(impl, device, component, drawn):
+    """§3.2.2: MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O joins the h heads' outputs feature-wise at each
+    query position. With identity projections and a single key, every head gives that key's value slice weight 1, so
+    every query position outputs the value itself (Concat(v_1, ..., v_h) = v, whatever the scale or the mask).
+    Heads of shape (batch, h, length, d_k) reshaped to (batch, length, h * d_k) without transposing them back give
+    another arrangement of the slices, which names the mistake; any other output is left to the other checks (the
+    probe assumes projections it recognises, the identities then hold)."""
+    case = Case(impl, device=device, **drawn)
+    case = case.replace(src_len=1, tgt_len=max(2, case.tgt_len))
+    module = case.build(component)
+    if not set_identity_projections(module, case.cfg.d_model, case.cfg.d_k):
+        return
+    out, (x, memory, _, _) = run(case, component, module=module)
+    b, lt, d = x.shape
+    if difference(out, memory.expand(b, lt, d), case) is None:
+        return
+    unmerged = split_heads(memory.expand(b, lt, d), case.cfg.h).reshape(b, lt, d)
+    if difference(out, unmerged, case) is None:
+        raise Failure(f"{component}.heads_merged_without_transpose", "the heads concatenated at each position: "
+                      "(batch, h, length, d_k) transposed back to (batch, length, h, d_k) before the reshape to "
+                      "(batch, length, d_model) (§3.2.2)", "with identity projections and a single key, the outputs "
+                      "are the value's head slices rearranged as reshape(batch, length, h * d_k) of the untransposed "
+                      "heads gives them: positions and heads mixed", case.reproduction(component))
 
 
 CONFIGURED_RATE = 0.37

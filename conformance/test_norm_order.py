@@ -6,7 +6,8 @@ The sub-layer connection is called with a known sub-layer. Layers are probed thr
 parameter outside the LayerNorms zeroed each sub-layer outputs 0; with the d_model-sized biases set to a vector c
 (weights still zero) each sub-layer outputs c (or 0 when its last projection has no bias). The outputs of both
 probes are compared with what each placement predicts; placements the probes cannot tell apart give a *missing*
-verdict, never a failure. Every LayerNorm a block builds, in every layer, is also checked for a small eps.
+verdict, never a failure. Every LayerNorm a block builds, in every layer, is also checked for a small eps and,
+called on its own, for normalizing each position's d_model features alone.
 """
 import itertools
 import math
@@ -17,7 +18,8 @@ import torch.nn.functional as F
 from hypothesis import given
 
 from conformance import strategies
-from conformance.harness import Case, canonical_inputs, output_tensor
+from conformance.harness import Case, canonical_inputs, difference, output_tensor, role_instances
+from conformance.probes import hooked
 from conformance.verdicts import Deviation, Failure, Missing
 from conformance.weights import (inside, layer_lists, module_eps, norm_modules, perturb_norms, reset_norms,
                                  sub_layer_modules, zero_non_norm_parameters)
@@ -383,3 +385,63 @@ def test_every_layer_norm_has_a_small_eps(impl, device, component, drawn):
                       f"{len(large)} LayerNorm(s) with a large eps, the first {path!r} with eps = {eps:g}"
                       + (" = d_model: the d_model argument bound to eps" if math.isclose(eps, case.cfg.d_model)
                          else ""), case.reproduction(component))
+
+
+def norm_inputs(case, block, component):
+    """``{path: (module, input shape)}``: the norm-like modules inside the built ``block`` (and the instances of the
+    layer_norm role's class) that its canonical call applies to activations of d_model features, with the shape of
+    the first such input (seen before the norm runs, so a norm that then raises is seen too)."""
+    inner = getattr(block, "inner", block)
+    paths = {path for path, _ in norm_modules(inner) if path}
+    paths |= {path for path, _, _ in role_instances(case, block, "layer_norm")}
+    seen = {}
+
+    def before(module, args, kwargs, path):
+        x = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+        if x is not None and x.dim() >= 2 and x.size(-1) == case.cfg.d_model:
+            seen.setdefault(path, (module, tuple(x.shape)))
+    handles = [m.register_forward_pre_hook(lambda m, a, k, path=path: before(m, a, k, path), with_kwargs=True)
+               for path, m in inner.named_modules() if path in paths]
+    with hooked(handles):
+        try:
+            call(block, canonical_inputs(case, component), component)
+        except Exception:  # (the block's crash is reported by every other check; the norms reached are seen)
+            pass
+    return seen
+
+
+def mixed_axis(case, norm, shape):
+    """The leading axis of ``shape`` across which ``norm`` (called on its own on inputs of that shape) mixes
+    positions: changing the entries after the first along that axis changes its output at the first; None when it
+    normalizes each position's features alone (or cannot be called so: the block's other checks say why)."""
+    x = case.randn(*shape) * 3 + 1
+    try:
+        with torch.no_grad():
+            y = norm(x)
+            for axis in [a for a in range(len(shape) - 1) if shape[a] > 1]:
+                changed = torch.cat([x.narrow(axis, 0, 1), case.randn(*x.narrow(axis, 1, shape[axis] - 1).shape)], axis)
+                if difference(norm(changed).narrow(axis, 0, 1), y.narrow(axis, 0, 1), case) is not None:
+                    return axis
+    except Exception:
+        return None
+    return None
+
+
+@pytest.mark.parametrize("component", ENCLOSING_ROLES)
+@given(drawn=strategies.settings())
+def test_every_layer_norm_normalizes_each_position(impl, device, component, drawn):
+    """§3.1 LayerNorm (Ba et al. 2016) in every norm a block builds: each norm the block applies to activations of
+    d_model features, called on its own on inputs of the shape the block gives it, normalizes the d_model features
+    of each position alone: its output at one position does not change when the other positions change (a norm
+    built over the sequence axis, or with the normalized shape (length, d_model), mixes them)."""
+    case = Case(impl, device=device, **drawn)
+    case = case.replace(batch=3, src_len=max(2, case.src_len), tgt_len=max(2, case.tgt_len))
+    block = case.build(component)
+    for path, (norm, shape) in norm_inputs(case, block, component).items():
+        axis = mixed_axis(case, norm, shape)
+        if axis is not None:
+            raise Failure(f"{component}.layer_norm_axis_wrong", "every LayerNorm normalizing the d_model features "
+                          "of each position on its own (Ba et al. 2016, §3.1)",
+                          f"{path!r}, on inputs of shape {shape} (as the {component} gives it), changes its output "
+                          f"at one position when only the other positions along axis {axis} change: it normalizes "
+                          "across positions, not over the last d_model features", case.reproduction(component))

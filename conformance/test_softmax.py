@@ -2,6 +2,7 @@
 
 The weights are observed inside the implementation's forward (``probes.AttentionRecorder``), so the checks
 need no cooperation: the attention function may return its weights or not, and multi-head attention never does.
+Every multi-head attention a block builds (each layer's self- and encoder-decoder attention) is measured on its own.
 """
 import math
 
@@ -10,20 +11,22 @@ import torch
 from hypothesis import given
 
 from conformance import strategies
-from conformance.harness import Case, canonical_inputs, inputs_not_accepted, output_tensor
+from conformance.harness import Case, canonical_inputs, inputs_not_accepted, output_tensor, role_instances
 from conformance.probes import AttentionRecorder, sdpa_scale, set_identity_projections, split_heads, constant_ratio
 from conformance.verdicts import Failure, Missing
 
 ATTENTION_ROLES = ("attention", "multi_head_attention")
+ENCLOSING_ROLES = ("encoder_layer", "decoder_layer", "encoder", "decoder", "model")
 
 
-def observe_attention(case, component):
-    """Run ``component`` under an AttentionRecorder with known per-head queries and keys.
+def observe_attention(case, component, module=None):
+    """Run ``component`` (built, unless ``module`` is given) under an AttentionRecorder with known per-head queries
+    and keys.
 
     Returns the recorder, the raw per-head scores Q K^T (batch, h, Lq, Lk), the allowed positions and the
     per-head inputs (for diagnosing a wrong head split).
     """
-    module = case.build(component)
+    module = module if module is not None else case.build(component)
     missing, signature = inputs_not_accepted(module)
     if "key" in missing:  # (one input for both keys and values, forward(x, y), is how every use of §3.2.3 calls it)
         raise Failure(f"{component}.self_attention_only", "queries attending over separate keys and values (§3.2.2; "
@@ -39,9 +42,30 @@ def observe_attention(case, component):
         x, memory, _, mask = inputs
         q, k, mask = split_heads(x, case.cfg.h), split_heads(memory, case.cfg.h), mask.unsqueeze(1)
     with AttentionRecorder() as recorder, torch.no_grad():
-        output_tensor(module(*inputs), component)
+        try:
+            output_tensor(module(*inputs), component)
+        except Exception:
+            require_query_key_order_unmasked(case, component, module, inputs)
+            raise
+    if not recorder.sdpa_calls and not recorder.attention_softmaxes(case.tgt_len, case.src_len):
+        require_query_key_order_unmasked(case, component, module, inputs)
     raw = q @ k.transpose(-2, -1)
     return recorder, raw, mask.expand_as(raw), inputs
+
+
+def require_query_key_order_unmasked(case, component, module, inputs):
+    """Scores K Q^T, shaped (..., Lk, Lq), that the mask (..., 1, Lk) broadcasts to another shape or cannot be
+    broadcast to (a crash when Lq != Lk): called again without a mask, the softmax shows them (before the product
+    with the values fails)."""
+    with AttentionRecorder() as recorder, torch.no_grad():
+        try:
+            module(*inputs[:3], None)
+        except Exception:
+            pass  # (with the query and the key swapped, the product with the values fails when Lq != Lk)
+    swapped = [c for c in recorder.softmaxes if c.scores.dim() >= 2
+               and tuple(c.scores.shape[-2:]) == (case.src_len, case.tgt_len)]
+    if swapped:
+        require_query_key_order(swapped[-1], case, component)
 
 
 def attention_softmax(recorder, case, component):
@@ -99,21 +123,22 @@ SCALE_MISTAKES = {
 }
 
 
-def name_scale(scale, case, component):
+def name_scale(scale, case, component, module=None):
     """The known mistake a measured score scale matches, or None. A scale of 1 / sqrt(number of keys)
     (``sqrt(K.shape[-1])`` read after K was transposed) is told from a mistake of the same value by measuring again
     with another number of keys."""
     named = [name for name, value in SCALE_MISTAKES.items() if math.isclose(scale, value(case.cfg), rel_tol=1e-3)]
     if math.isclose(scale, 1 / math.sqrt(case.src_len), rel_tol=1e-3):
         other = case.replace(src_len=max(case.src_len, case.cfg.d_k, case.tgt_len) + 2)
-        if math.isclose(measured_scale(other, component), 1 / math.sqrt(other.src_len), rel_tol=1e-3):
+        if math.isclose(measured_scale(other, component, module) or 0, 1 / math.sqrt(other.src_len), rel_tol=1e-3):
             return "sqrt_key_length"
     return named[0] if named else None
 
 
-def measured_scale(case, component):
-    """The factor between the scores ``component`` computes and Q K^T (None when they are not proportional)."""
-    recorder, raw, allowed, _ = observe_attention(case, component)
+def measured_scale(case, component, module=None):
+    """The factor between the scores ``component`` (built, unless ``module`` is given) computes and Q K^T (None when
+    they are not proportional)."""
+    recorder, raw, allowed, _ = observe_attention(case, component, module)
     call = attention_softmax(recorder, case, component)
     if call is None:
         return sdpa_scale(recorder.sdpa_calls[-1])
@@ -161,3 +186,36 @@ def test_scores_scaled_by_inverse_sqrt_d_k(impl, device, component, drawn):
                       f"d_model={case.cfg.d_model}, h={case.cfg.h})",
                       f"scores multiplied by {scale:.6g}" + (f" ({mistake.replace('_', ' ')})" if mistake != "wrong"
                                                             else ""))
+
+
+def instance_scale(case, attention):
+    """The scale an attention built inside a block applies (called on its own as the role is), or None when it is
+    not measured (scores not proportional to Q K^T, projections or softmax not recognised: the role's own checks
+    say why)."""
+    try:
+        return measured_scale(case, "multi_head_attention", attention)
+    except Exception:  # a finding or a crash of the instance alone: the role's own checks report it
+        return None
+
+
+@pytest.mark.parametrize("component", ENCLOSING_ROLES)
+@given(drawn=strategies.settings())
+def test_every_attention_is_scaled_by_inverse_sqrt_d_k(impl, device, component, drawn):
+    """§3.2.1 in every attention a block builds: each instance of the multi-head attention's class inside it (every
+    layer's self-attention and encoder-decoder attention), called on its own as the role is, multiplies its scores by
+    1/sqrt(d_k); a slip in how one of them is built shows although the role built alone is right."""
+    case = Case(impl, device=device, **drawn)
+    block = case.build(component)
+    expected = 1 / math.sqrt(case.cfg.d_k)
+    scales = [(path, attention, instance_scale(case, attention))
+              for path, _, attention in role_instances(case, block, "multi_head_attention")]
+    wrong = [found for found in scales if found[2] is not None and not math.isclose(found[2], expected, rel_tol=1e-3)]
+    if wrong:
+        path, attention, scale = wrong[0]
+        mistake = name_scale(scale, case, "multi_head_attention", attention)
+        raise Failure(f"{component}.attention_scale_wrong",
+                      f"every attention of the {component} scaling its scores by 1/sqrt(d_k) = {expected:.6g} "
+                      f"(§3.2.1; d_k={case.cfg.d_k}, d_model={case.cfg.d_model}, h={case.cfg.h})",
+                      f"{len(wrong)} of its {len(scales)} attentions with another scale, the first {path!r} "
+                      f"multiplying its scores by {scale:.6g}" + (f" ({mistake.replace('_', ' ')})" if mistake else ""),
+                      case.reproduction(component))

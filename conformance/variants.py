@@ -55,8 +55,10 @@ def biased_variance(x):
     return x.var(-1, keepdim=True, unbiased=False)
 
 
-def scaled_attention(scale):
-    """Multi-head attention whose scores are multiplied by ``scale(d_k, h)`` instead of 1/sqrt(d_k)."""
+def multi_head_attention(scale=lambda d_k, h: 1 / math.sqrt(d_k), transpose_back=True):
+    """Multi-head attention whose scores are multiplied by ``scale(d_k, h)`` (1/sqrt(d_k) in the paper) and whose
+    heads (batch, h, length, d_k) are merged by ``reshape(batch, length, h * d_k)`` after transposing them back to
+    (batch, length, h, d_k), or without (``transpose_back=False``: positions and heads mixed)."""
     def forward(self, query, key, value, mask=None):
         if mask is not None:
             mask = mask.unsqueeze(1)
@@ -65,7 +67,9 @@ def scaled_attention(scale):
         if mask is not None:
             scores = scores.masked_fill(~mask, ref.MASKED_SCORE)
         heads = torch.matmul(torch.softmax(scores, dim=-1), v)
-        return self.w_o(heads.transpose(1, 2).reshape(query.size(0), -1, self.h * self.d_k))
+        if transpose_back:
+            heads = heads.transpose(1, 2)
+        return self.w_o(heads.reshape(query.size(0), -1, self.h * self.d_k))
     return forward
 
 
@@ -128,11 +132,14 @@ VARIANTS = [
     Variant("eps_outside_root", False, "LayerNorm divides by sqrt(variance) + eps", "layer_norm", LN,
             layer_norm(lambda self, x: torch.sqrt(biased_variance(x)) + self.eps)),
     Variant("scaled_by_sqrt_d_model", False, "attention scores divided by sqrt(d_model) instead of sqrt(d_k)",
-            "attention", MHA, scaled_attention(lambda d_k, h: 1 / math.sqrt(d_k * h))),
+            "attention", MHA, multi_head_attention(lambda d_k, h: 1 / math.sqrt(d_k * h))),
     Variant("scaled_by_d_k", False, "attention scores divided by d_k instead of sqrt(d_k)", "attention", MHA,
-            scaled_attention(lambda d_k, h: 1 / d_k)),
+            multi_head_attention(lambda d_k, h: 1 / d_k)),
     Variant("unscaled", False, "attention scores not divided by sqrt(d_k)", "attention", MHA,
-            scaled_attention(lambda d_k, h: 1.0)),
+            multi_head_attention(lambda d_k, h: 1.0)),
+    Variant("heads_merged_without_transpose", False, "the heads (batch, h, length, d_k) merged by reshape(batch, "
+            "length, h * d_k) without transposing back: positions and heads mixed", "attention", MHA,
+            multi_head_attention(transpose_back=False)),
 ]
 BY_NAME = {v.name: v for v in VARIANTS}
 SLOTS = {}

@@ -105,9 +105,7 @@ MUTANTS = [
     M("attention_query_key_swapped", "softmax", "attention",
       "scores computed as K Q^T (query and key swapped); crashes when Lq != Lk",
       ("torch.matmul(query, key.transpose(-2, -1))", "torch.matmul(key, query.transpose(-2, -1))"),
-      cause="attention.query_key_swapped", crash_at=MASK_FILL,
-      known_gap=("the crash when Lq != Lk (a shape error) and the wrong output shape are reported, not the swap that "
-                 "causes them")),
+      cause="attention.query_key_swapped", crash_at=MASK_FILL),
     M("mha_double_scaling", "softmax", "multi_head_attention",
       "queries pre-scaled by 1/sqrt(d_model) (fairseq style) although attention() already divides by sqrt(d_k)",
       (CALL_ATTENTION, "heads, _ = attention(q / math.sqrt(self.h * self.d_k), k, v, mask)"),
@@ -328,9 +326,7 @@ MUTANTS = [
     M("mha_concat_without_transpose", "behaviour", "multi_head_attention",
       "heads concatenated by reshape without transposing back: positions and heads mixed",
       (CONCAT, "concat = heads.reshape(query.size(0), -1, self.h * self.d_k)"),
-      cause="multi_head_attention.heads_merged_without_transpose",
-      known_gap=("only the symptoms are named (future visible, outputs differ from the reference), not the merge (issue "
-                 "14: verdict corrections)")),
+      cause="multi_head_attention.heads_merged_without_transpose"),
     M("dropout_active_in_eval", "behaviour", "sublayer_connection",
       "F.dropout(x, p) (training=True by default): dropout still active in eval mode",
       (SUBLAYER, "return self.norm(x + nn.functional.dropout(sublayer(x), self.dropout.p))"),
@@ -358,6 +354,31 @@ MUTANTS = [
        "self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout) for _ in range(3)])\n"
        "        self.sublayer[1].norm = LayerNorm(d_model, d_model)"),
       cause="decoder_layer.layer_norm_eps_wrong"),
+    M("decoder_layer_cross_attention_temperature_d_model", "softmax", "decoder_layer",
+      "multi-head attention built with a temperature (sqrt(d_k) by default); the decoder layer's encoder-decoder "
+      "attention given sqrt(d_model) instead: that one attention is scaled wrong, the role built alone is right",
+      ("def __init__(self, h, d_model):", "def __init__(self, h, d_model, temperature=None):"),
+      ("self.h, self.d_k = h, d_model // h",
+       "self.h, self.d_k = h, d_model // h\n        self.temperature = temperature or math.sqrt(self.d_k)"),
+      (CALL_ATTENTION, "scores = torch.matmul(q, k.transpose(-2, -1)) / self.temperature\n"
+       "        if mask is not None:\n"
+       "            scores = scores.masked_fill(~mask, MASKED_SCORE)\n"
+       "        heads = torch.matmul(torch.softmax(scores, dim=-1), v)"),
+      ("self.src_attn = MultiHeadAttention(h, d_model)",
+       "self.src_attn = MultiHeadAttention(h, d_model, temperature=d_model ** 0.5)"),
+      cause="decoder_layer.attention_scale_wrong"),
+    M("encoder_last_layer_norm_over_sequence", "norm_order", "encoder",
+      "LayerNorm given the axis it normalizes over (the features by default); the last encoder layer's feed-forward "
+      "LayerNorm rebuilt over the sequence axis (axis 1): that one norm mixes positions, the role built alone is right",
+      ("def __init__(self, d_model, eps=1e-5):", "def __init__(self, d_model, eps=1e-5, axis=-1):"),
+      ("self.eps = eps", "self.eps, self.axis = eps, axis"),
+      ("mean = x.mean(-1, keepdim=True)", "mean = x.mean(self.axis, keepdim=True)"),
+      ("variance = x.var(-1, keepdim=True, unbiased=False)",
+       "variance = x.var(self.axis, keepdim=True, unbiased=False)"),
+      ("self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)",
+       "self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)\n"
+       "        self.layers[-1].sublayer[1].norm = LayerNorm(d_model, axis=1)"),
+      cause="encoder.layer_norm_axis_wrong"),
     M("model_memory_zeroed", "information_flow", "model",
       "the decoder is handed the encoder's output multiplied by zero (a debugging line left in)",
       ("return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)",
