@@ -578,7 +578,7 @@ def stand_in(broken, cfg, convention):
             arguments = signature.bind(*args, **kwargs).arguments
             values = {broken.constructor[n]: v for n, v in arguments.items()
                       if broken.constructor.get(n) in fields and isinstance(v, (int, float))}
-            self.reference = reference_block(broken.role, dataclasses.replace(cfg, **values))
+            self.reference = grafted_reference(broken.role, dataclasses.replace(cfg, **values))
 
         def forward(self, *args, **kwargs):
             given = inspect.Signature(parameters).bind(*args, **kwargs).arguments
@@ -616,7 +616,7 @@ def sub_block_vocabularies(constructor, cfg):
     return sizes
 
 
-def reference_block(role, cfg):
+def grafted_reference(role, cfg):
     """The reference's block of ``role``, built in place of a candidate's broken one and marked so
     (``grafted_by_checker``: its code is not the candidate's, so what it does is no finding of the candidate's)."""
     from reference.transformer import CONFORMANCE_ROLES as REFERENCE
@@ -635,11 +635,11 @@ def build_sub_block(binding, cfg, bindings, depth, convention="keep"):
     or, when the candidate's cannot even be built (its own checks report why), the reference's, so that the
     enclosing block's own code is still checked (the mapping notes say so)."""
     if not binding.composes:
-        return reference_block(binding.role, cfg)
+        return grafted_reference(binding.role, cfg)
     try:
         return build_from_plan(binding, cfg, bindings, depth, convention)
     except Exception:  # the candidate's own code; its role's checks report the error
-        return reference_block(binding.role, cfg)
+        return grafted_reference(binding.role, cfg)
 
 
 def builds(binding, bindings):
