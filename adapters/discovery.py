@@ -564,7 +564,6 @@ def stand_in(broken, cfg, convention):
     """A class taking the broken class's constructor and forward arguments that computes the reference's role: the
     hyperparameters read from the constructor's arguments (by the binding's plan), the inputs from the forward's
     (masks in the code's ``convention``), a tuple returned if the broken forward returns one."""
-    from reference.transformer import CONFORMANCE_ROLES as REFERENCE
     signature = inspect.signature(broken.target)
     parameters = list(inspect.signature(broken.target.forward).parameters.values())[1:]
     plan = call_plan(parameters, CANONICAL_CALLS[broken.role])
@@ -572,12 +571,14 @@ def stand_in(broken, cfg, convention):
     fields = {f.name for f in dataclasses.fields(Config)}
 
     class StandIn(nn.Module):
+        grafted_by_checker = True
+
         def __init__(self, *args, **kwargs):
             super().__init__()
             arguments = signature.bind(*args, **kwargs).arguments
             values = {broken.constructor[n]: v for n, v in arguments.items()
                       if broken.constructor.get(n) in fields and isinstance(v, (int, float))}
-            self.reference = call_with_canonical_arguments(REFERENCE[broken.role], dataclasses.replace(cfg, **values))
+            self.reference = grafted_reference(broken.role, dataclasses.replace(cfg, **values))
 
         def forward(self, *args, **kwargs):
             given = inspect.Signature(parameters).bind(*args, **kwargs).arguments
@@ -615,17 +616,30 @@ def sub_block_vocabularies(constructor, cfg):
     return sizes
 
 
+def grafted_reference(role, cfg):
+    """The reference's block of ``role``, built in place of a candidate's broken one and marked so
+    (``grafted_by_checker``: its code is not the candidate's, so what it does is no finding of the candidate's)."""
+    from reference.transformer import CONFORMANCE_ROLES as REFERENCE
+    block = call_with_canonical_arguments(REFERENCE[role], cfg)
+    block.grafted_by_checker = True
+    return block
+
+
+def is_graft(module):
+    """Whether ``module`` is a block of the reference's built in place of the candidate's (or a stand-in for one)."""
+    return getattr(module, "grafted_by_checker", False) is True
+
+
 def build_sub_block(binding, cfg, bindings, depth, convention="keep"):
     """A sub-block handed to a constructor (``EncoderBlock(features, attention_block, ...)``): the candidate's own,
     or, when the candidate's cannot even be built (its own checks report why), the reference's, so that the
     enclosing block's own code is still checked (the mapping notes say so)."""
-    from reference.transformer import CONFORMANCE_ROLES as REFERENCE
     if not binding.composes:
-        return call_with_canonical_arguments(REFERENCE[binding.role], cfg)
+        return grafted_reference(binding.role, cfg)
     try:
         return build_from_plan(binding, cfg, bindings, depth, convention)
     except Exception:  # the candidate's own code; its role's checks report the error
-        return call_with_canonical_arguments(REFERENCE[binding.role], cfg)
+        return grafted_reference(binding.role, cfg)
 
 
 def builds(binding, bindings):

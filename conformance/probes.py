@@ -7,12 +7,15 @@ an implementation does not return them. It is a ``TorchDispatchMode`` (the ATen 
 ``F.multi_head_attention_forward`` as one call and nothing of the softmax inside it.
 :func:`set_identity_projections` turns a multi-head attention's projections into identities so that the
 per-head queries and keys are known slices of the inputs.
+:func:`dropout_control` puts every dropout under the checker's control: each one drops everything or nothing.
 """
 import contextlib
 import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 @contextlib.contextmanager
@@ -23,6 +26,73 @@ def hooked(handles):
     finally:
         for handle in handles:
             handle.remove()
+
+
+DROPOUTS = {F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, torch.dropout, torch.dropout_, torch.feature_dropout}
+"""The dropout functions (``nn.Dropout`` calls ``F.dropout``): ``(input, p, training/train, inplace)``."""
+ATTENTION_DROPOUT = {F.scaled_dot_product_attention: 4, F.multi_head_attention_forward: 10}
+"""torch's attention functions that drop out the attention weights themselves: the position of ``dropout_p``."""
+
+
+def argument(args, kwargs, index, names, default):
+    """An argument given by position ``index`` or by one of ``names``."""
+    if len(args) > index:
+        return args[index]
+    return next((kwargs[n] for n in names if n in kwargs), default)
+
+
+class DropoutControl(TorchFunctionMode):
+    """Every dropout under control (a ``TorchFunctionMode``, so ``nn.Dropout``, ``F.dropout`` and ``torch.dropout``
+    alike). With ``drop``, a training-mode dropout of a tensor ``width`` wide run inside a watched layer (``depth``
+    > 0) outputs zeros, whatever its rate: it drops everything (counted in ``dropped``; where a dropout acts is what
+    is probed, its rate is checked apart). Every other dropout, and the attention-weight dropout torch's attention
+    functions take as ``dropout_p``, is the identity: it drops nothing."""
+
+    def __init__(self, width, drop):
+        super().__init__()
+        self.width, self.drop, self.depth, self.dropped, self.outputs = width, drop, 0, 0, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in DROPOUTS:
+            return self.dropout(func, args, kwargs)
+        index = ATTENTION_DROPOUT.get(func)
+        if index is not None:
+            if len(args) > index:
+                args = args[:index] + (0.0,) + args[index + 1:]
+            else:
+                kwargs["dropout_p"] = 0.0
+        return func(*args, **kwargs)
+
+    def dropout(self, func, args, kwargs):
+        x = argument(args, kwargs, 0, ("input",), None)
+        training = argument(args, kwargs, 2, ("training", "train"), True)
+        inplace = func is torch.dropout_ or argument(args, kwargs, 3, ("inplace",), False)
+        if self.drop and self.depth and training and x.shape[-1:] == (self.width,):
+            self.dropped += 1
+            return x.zero_() if inplace else torch.zeros_like(x)
+        return x if inplace else x.clone()
+
+    def enter(self, module, args):
+        self.depth += 1
+
+    def leave(self, path, module, args, output):
+        self.depth -= 1
+        out = output[0] if isinstance(output, (tuple, list)) and output else output
+        if isinstance(out, torch.Tensor):
+            self.outputs.append((path, out.detach().clone()))
+
+
+@contextlib.contextmanager
+def dropout_control(layers, width, drop):
+    """A :class:`DropoutControl` active for the block, watching ``layers`` (``[(path, module)]``): the outputs of
+    each call of them are kept in ``outputs`` as ``(path, output)``, in call order."""
+    control, handles = DropoutControl(width, drop), []
+    with hooked(handles), control:
+        for path, layer in layers:
+            handles += [layer.register_forward_pre_hook(control.enter),
+                        layer.register_forward_hook(lambda *call, path=path: control.leave(path, *call))]
+        yield control
 
 
 SOFTMAX_OPS = {torch.ops.aten._softmax.default, torch.ops.aten._safe_softmax.default, torch.ops.aten.softmax.int}

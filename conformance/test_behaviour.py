@@ -8,12 +8,14 @@ import pytest
 import torch
 from hypothesis import given
 
+from adapters.discovery import is_graft
 from adapters.submission import load_implementation
 from conformance import strategies, variants
 from conformance.harness import MODULE_ROLES, Case, assert_close, canonical_inputs, difference, run, tolerance
-from conformance.probes import set_identity_projections, split_heads
+from conformance.probes import dropout_control, set_identity_projections, split_heads
 from conformance.verdicts import Deviation, Failure, Missing
-from conformance.weights import map_reference_weights, parameter_shapes, pinned_by_shapes
+from conformance.weights import (layer_lists, map_reference_weights, parameter_shapes, pinned_by_shapes,
+                                 sub_layer_modules, zero_non_norm_parameters)
 
 DROPOUT_ROLES = ("positional_encoding", "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder",
                  "model")
@@ -295,6 +297,14 @@ CONFIGURED_RATE = 0.37
 """A dropout rate no code has as a default, so that a dropout built with its default is told apart."""
 
 
+def lengths_apart_from_widths(case):
+    """The case with sequence lengths that no width (d_model, d_ff) has: a tensor of attention weights (..., Lq, Lk)
+    is told apart from the activations by its last axis."""
+    widths = {case.cfg.d_model, case.cfg.d_ff}
+    return case.replace(src_len=case.src_len + (case.src_len in widths) * 2,
+                        tgt_len=case.tgt_len + (case.tgt_len in widths) * 3)
+
+
 def applied_dropouts(module, call):
     """``[(path, p, input shape)]`` of every ``nn.Dropout`` inside ``module`` applied during ``call()``."""
     seen, hooks = [], []
@@ -316,11 +326,8 @@ def test_dropout_rate_reaches_every_dropout(impl, device, component, drawn):
     """§5.4: one rate, P_drop, for the dropout on every sub-layer output and on the sums of embeddings and
     positions: a block built with P_drop = 0.37 applies no dropout of another rate to its activations (the d_model
     or d_ff wide tensors; a dropout on the attention weights is the variant named elsewhere)."""
-    case = Case(impl, device=device, **drawn).with_config(dropout=CONFIGURED_RATE)
-    widths = {case.cfg.d_model, case.cfg.d_ff}
-    case = case.replace(src_len=case.src_len + (case.src_len in widths) * 2,  # lengths no width has: weights
-                        tgt_len=case.tgt_len + (case.tgt_len in widths) * 3)  # and activations told apart
-    m = case.build(component)
+    case = lengths_apart_from_widths(Case(impl, device=device, **drawn).with_config(dropout=CONFIGURED_RATE))
+    m, widths = case.build(component), {case.cfg.d_model, case.cfg.d_ff}
     seen = applied_dropouts(getattr(m, "inner", m), lambda: run(case, component, module=m))
     other = [(path, p) for path, p, shape in seen
              if shape and shape[-1] in widths and not math.isclose(p, CONFIGURED_RATE)]
@@ -330,6 +337,109 @@ def test_dropout_rate_reaches_every_dropout(impl, device, component, drawn):
                       "sub-layer output and on the sums of embeddings and positions (§5.4)",
                       f"{len(other)} dropout(s) of another rate, the first {path!r} with p = {p:g}: the rate given to "
                       f"the {component} does not reach it", case.reproduction(component))
+
+
+PLACEMENT_ROLES = ("sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")
+STACKS = {"encoder": 1, "decoder": 1, "model": 2}
+"""The roles made of stacks of layers, and how many stacks each holds."""
+RESIDUAL_DROPOUT = ("dropout on the output of each sub-layer, before it is added to the sub-layer input and "
+                    "normalized, LayerNorm(x + Dropout(Sublayer(x))) (§5.4)")
+
+
+def dropout_layers(block, component, n):
+    """``[(path, layer)]`` whose dropouts are put under control: the block itself for a layer or a sub-layer
+    connection; each layer of each stack (``layer_lists``) for a stack or the model; [] when its stacks are not
+    found."""
+    if component not in STACKS:
+        return [("", block)]
+    lists = layer_lists(block, n)
+    if len(lists) != STACKS[component]:
+        return []
+    paths = {id(m): path for path, m in block.named_modules()}
+    return [(paths[id(layer)], layer) for _, layers in lists for layer in dict.fromkeys(layers)]
+
+
+def sub_layer_nullifiers(component, block, layers, inputs):
+    """``[(what, nullify)]``: for each sub-layer, how to make it output 0 and the words for it: the sub-layer
+    connection's sub-layer replaced by zeros (in ``inputs``); the parameters of each attention and feed-forward
+    network of a layer zeroed (its norms kept), each named by its path. A block of the reference's grafted in place
+    of a broken one of the candidate's is left out: its dropout is not the candidate's."""
+    if component == "sublayer_connection":
+        return [("replacing the sub-layer by zeros", lambda: inputs.__setitem__(1, torch.zeros_like))]
+    paths = {id(m): path for path, m in block.named_modules()}
+    return [(f"zeroing the parameters of {paths.get(id(sub), name)!r}", lambda sub=sub: zero_non_norm_parameters(sub))
+            for _, layer in layers for name, sub in sub_layer_modules(layer) if not is_graft(sub)]
+
+
+def first_change(before, after, case):
+    """``(path, words)`` of the first output (of the layers, in call order, then of the block: path "") that differs
+    between two runs of :func:`check_dropout_placement`, else None."""
+    return next(((path, observed) for (path, a), (_, b) in zip(before, after)
+                 for observed in [difference(b, a, case)] if observed is not None), None)
+
+
+def where(change):
+    """The words for a change :func:`first_change` found."""
+    path, observed = change
+    return (f" of the layer {path!r}" if path else "") + f" ({observed})"
+
+
+def check_dropout_placement(case, component):
+    """§5.4 on one case: see :func:`test_dropout_on_sub_layer_outputs`."""
+    m = case.build(component, train=True)
+    block = getattr(m, "inner", m)
+    layers = dropout_layers(block, component, case.cfg.N)
+    if not layers:
+        return
+    inputs = list(canonical_inputs(case, component))
+
+    def controlled(drop):
+        """The outputs of the layers and of the block, ``[(path, output)]``, in training with every dropout
+        dropping everything (``drop``; [] when no dropout was under control) or nothing."""
+        with dropout_control(layers, case.cfg.d_model, drop) as control:
+            out, _ = run(case, component, module=m, inputs=inputs)
+        return control.outputs + [("", out)] if control.dropped or not drop else []
+    dropped = controlled(True)
+    if not dropped or not all(torch.isfinite(out).all() for _, out in dropped) \
+            or first_change(dropped, controlled(True), case):
+        return  # no dropout the checker controls (test_dropout_acts_in_training says whether there is one at all)
+    repro = case.reproduction(component, "# in training, with every dropout of the d_model-wide activations made to "
+                                         "drop everything: conformance.probes.dropout_control")
+    for what, nullify in sub_layer_nullifiers(component, block, layers, inputs):
+        nullify()
+        change = first_change(dropped, controlled(True), case)
+        if change:
+            raise Failure(f"{component}.sublayer_dropout_missing", RESIDUAL_DROPOUT + "; so once every dropout "
+                          "drops everything, no sub-layer's output reaches the output",
+                          f"with every dropout dropping everything, {what} still changes the output"
+                          + where(change) + ": that sub-layer's output is added without dropout, x + Sublayer(x)",
+                          repro)
+    if component != "sublayer_connection":
+        for _, layer in layers:
+            zero_non_norm_parameters(layer)
+    change = first_change(controlled(False), controlled(True), case)
+    if change:
+        raise Failure(f"{component}.dropout_on_residual_sum", RESIDUAL_DROPOUT + "; so once every sub-layer outputs "
+                      "0, dropping everything changes nothing",
+                      "with every sub-layer outputting 0, dropping everything changes the output" + where(change)
+                      + ": the dropout drops the residual x as well, Dropout(x + Sublayer(x))", repro)
+
+
+@pytest.mark.parametrize("component", PLACEMENT_ROLES)
+@given(drawn=strategies.settings())
+def test_dropout_on_sub_layer_outputs(impl, device, component, drawn):
+    """§5.4 "Residual Dropout": "We apply dropout to the output of each sub-layer, before it is added to the sub-layer
+    input and normalized". In training, with every dropout of the d_model-wide activations inside the layers made to
+    drop everything (the others, on attention weights or inside the feed-forward network, to drop nothing), a layer
+    computes what it computes when its sub-layers output 0 (LayerNorm(x) post-norm, x pre-norm), so: making one
+    sub-layer output 0 changes nothing (else that sub-layer has no dropout on its output; each attention and
+    feed-forward network of every layer, named by its path), and once they all output 0, dropping everything or
+    nothing gives the same output (else the dropout also drops the residual x: Dropout(x + Sublayer(x)); the first
+    layer where it shows is named)."""
+    case = lengths_apart_from_widths(Case(impl, device=device, **drawn).with_config(dropout=0.5))
+    if component in STACKS:
+        case = case.with_config(N=max(2, case.cfg.N))
+    check_dropout_placement(case, component)
 
 
 @pytest.mark.parametrize("component", ["attention"])
