@@ -59,7 +59,7 @@ def test_a_crash_in_the_implementation_is_an_error_with_file_and_line(tmp_path):
 
 def test_a_failure_prints_a_reproduction(tmp_path):
     path = write_mutant(tmp_path, *SCALE_BUG)
-    code, output, report = run_suite(f"--impl={path}", "-k", "scaled", tmp_path=tmp_path)
+    code, output, report = run_suite(f"--impl={path}", "-k", "scores_scaled", tmp_path=tmp_path)
     assert code == 1
     failing = verdicts(report, "fail")
     assert {c for c, _, _ in failing} == {"attention", "multi_head_attention"}
@@ -86,11 +86,11 @@ def test_expected_results_accept_listed_findings_and_warn_on_stale_entries(tmp_p
         check = "output_shape"
         verdict = "fail"
     """))
-    code, output, _ = run_suite(f"--impl={path}", "-k", "scaled or shape", f"--expected={expected}",
+    code, output, _ = run_suite(f"--impl={path}", "-k", "scores_scaled or shape", f"--expected={expected}",
                                 tmp_path=tmp_path)
     assert code == 0, output
     assert "layer_norm/output_shape" in output and "matches no finding" in output
-    code, output, _ = run_suite(f"--impl={path}", "-k", "scaled", tmp_path=tmp_path)
+    code, output, _ = run_suite(f"--impl={path}", "-k", "scores_scaled", tmp_path=tmp_path)
     assert code == 1
 
 
