@@ -55,6 +55,14 @@ class Case:
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
 
+    def with_lengths_at_least(self, src_len, tgt_len=None):
+        """This case with source and target at least this long (the target as long as the source unless told), and
+        still of different lengths if they were: one key gives every query the weight 1 whatever its score, and
+        hides the scale, the mask and the order; equal lengths hide a query read for a key."""
+        src = max(src_len, self.src_len)
+        tgt = max(src_len if tgt_len is None else tgt_len, self.tgt_len)
+        return self.replace(src_len=src, tgt_len=tgt + (tgt == src and self.tgt_len != self.src_len))
+
     def with_config(self, **changes):
         return self.replace(cfg=dataclasses.replace(self.cfg, **changes))
 

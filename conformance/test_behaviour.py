@@ -50,7 +50,7 @@ def test_dropout_acts_in_training(impl, device, component, drawn):
     """§5.4 "Residual Dropout": dropout on each sub-layer's output and on the sums of the embeddings and positional
     encodings, so two training-mode calls (P_drop = 0.5) differ. The paper puts no dropout inside attention."""
     case = Case(impl, device=device, **drawn).with_config(dropout=0.5)
-    case = case.replace(src_len=max(2, case.src_len), tgt_len=max(2, case.tgt_len))
+    case = case.with_lengths_at_least(2)
     m = case.build(component, train=True)
     first, inputs = run(case, component, module=m)
     second, _ = run(case, component, module=m, inputs=inputs)
@@ -223,7 +223,7 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
     combination that reproduces the candidate's outputs names the deviation or the mistake. When none does, the
     candidate's sub-blocks are put in the reference's place one role at a time (:func:`locate`), and the smallest
     that makes the difference is named."""
-    case = Case(impl, device=device, **drawn)
+    case = Case(impl, device=device, **drawn).with_lengths_at_least(2)
     m = case.build(component)
     ref = case.replace(impl=reference()).build(component)
     mapping = map_reference_weights(m, ref)

@@ -47,8 +47,7 @@ def reproduction_showing(case, component, lines, shown, inputs="src, tgt, src_ma
 
 
 def model_case(impl, device, drawn, src_len=3, tgt_len=3):
-    case = Case(impl, device=device, **drawn)
-    return case.replace(src_len=max(src_len, case.src_len), tgt_len=max(tgt_len, case.tgt_len))
+    return Case(impl, device=device, **drawn).with_lengths_at_least(src_len, tgt_len)
 
 
 def other_token(token, vocab):

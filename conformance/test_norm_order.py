@@ -435,7 +435,7 @@ def test_every_layer_norm_normalizes_each_position(impl, device, component, draw
     of each position alone: its output at one position does not change when the other positions change (a norm
     built over the sequence axis, or with the normalized shape (length, d_model), mixes them)."""
     case = Case(impl, device=device, **drawn)
-    case = case.replace(batch=3, src_len=max(2, case.src_len), tgt_len=max(2, case.tgt_len))
+    case = case.with_lengths_at_least(2).replace(batch=3)
     block = case.build(component)
     for path, (norm, shape) in norm_inputs(case, block, component).items():
         axis = mixed_axis(case, norm, shape)

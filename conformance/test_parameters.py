@@ -493,7 +493,7 @@ def test_every_parameter_receives_gradient(impl, device, component, drawn):
     are trained). A vector may get an all-zero gradient: the key projection's bias has none (the softmax is
     invariant to it), and an embedding only gets gradient in the rows of the tokens seen."""
     case = Case(impl, device=device, **drawn)
-    case = case.replace(src_len=max(2, case.src_len), tgt_len=max(2, case.tgt_len))
+    case = case.with_lengths_at_least(2)
     m = case.build(component, train=True)
     called = set()
     handles = [x.register_forward_hook(lambda mod, *_: called.add(id(mod))) for x in m.modules()]

@@ -5,7 +5,8 @@ do not touch fails or errors; a mutant that crashes is cited at the line where i
 The unmodified reference, run family by family, must give no fail, error or deviation (no false positives).
 
 The suite runs in this process through ``pytest.main`` with the arguments of ``python -m pytest conformance ...``
-(``MUTANTS_SUBPROCESS=1``: in a subprocess). A family whose check module (``conformance/test_<family>.py``) does not
+(``MUTANTS_SUBPROCESS=1``: in a subprocess), under grading's hypothesis profile: the fewest examples any run of the
+checker draws (``python tests/mutation_score.py`` uses the default profile, three times the examples). A family whose check module (``conformance/test_<family>.py``) does not
 exist yet is skipped. The same judgement, printed as a table with the scores per family, is
 ``python tests/mutation_score.py``.
 """
@@ -18,6 +19,7 @@ from adapters.submission import load_implementation
 from conformance.interface import ROLES
 from tests import mutants as catalogue
 from tests.mutants import FAMILIES, MUTANTS, Mutant, StaleMutant
+from conformance.grading.runner import GRADING_PROFILE
 from tests.mutation_score import (ROOT, Result, assess, false_positives, family_checks, reports_cause, run_mutant,
                                   run_reference)
 
@@ -129,7 +131,7 @@ def explain(result: Result):
 @pytest.mark.parametrize("mutant", MUTANTS, ids=IDS)
 def test_mutant_is_named_by_its_component_with_its_cause(mutant, tmp_path):
     """Every check runs: what flags the mutant, and what must not, are both seen."""
-    result = run_mutant(mutant, tmp_path, in_process=IN_PROCESS)
+    result = run_mutant(mutant, tmp_path, in_process=IN_PROCESS, extra=[f"--hypothesis-profile={GRADING_PROFILE}"])
     assert result.caught, explain(result)
     assert result.problems == [], f"{mutant.name}:\n" + "\n".join(result.problems)
     named = result.named
