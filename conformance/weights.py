@@ -22,13 +22,37 @@ BIAS_NAME = re.compile(r"(bias|beta|shift|offset)|(^|_)b(_?\d*)$")
 
 # -- norm-like modules -----------------------------------------------------------------------------
 def is_norm_module(module):
+    """Whether ``module`` normalizes (§3.1's LayerNorm, or one like it): a torch norm, or a module of vector
+    parameters only (a gain, a bias) with no parameterised children, named a norm or found to behave as one
+    (:func:`ignores_input_scale`), whatever its class is called (``LN``, ``Standardize``)."""
     if isinstance(module, NORM_TYPES):
         return True
-    if "norm" not in type(module).__name__.lower():
-        return False
     own = list(module.parameters(recurse=False))
-    children_with_parameters = any(any(True for _ in child.parameters()) for child in module.children())
-    return all(p.dim() == 1 for p in own) and not children_with_parameters
+    if any(p.dim() != 1 for p in own) or any(any(True for _ in child.parameters()) for child in module.children()):
+        return False
+    if "norm" in type(module).__name__.lower():
+        return True
+    return bool(own) and len({p.numel() for p in own}) == 1 and ignores_input_scale(module, own[0])
+
+
+def ignores_input_scale(module, parameter):
+    """Whether ``module``, called in eval mode on features of ``parameter``'s size (6 for a scalar), gives the same
+    output for an input and for the input times 4 (normalizing divides the scale out; a bias or a gain does not)."""
+    features = parameter.numel() if parameter.numel() > 1 else 6
+    x = torch.randn(2, 3, features, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    x = x.to(device=parameter.device, dtype=parameter.dtype)
+    modes = [(m, m.training) for m in module.modules()]
+    try:
+        module.eval()
+        with torch.no_grad():
+            one, four = module(x), module(4 * x)
+        return isinstance(one, torch.Tensor) and isinstance(four, torch.Tensor) and one.shape == x.shape \
+            and bool(torch.allclose(one, four, rtol=1e-3, atol=1e-3))
+    except Exception:  # not callable on one tensor of that size: not a norm the checks can use
+        return False
+    finally:
+        for m, training in modes:
+            m.training = training
 
 
 def norm_modules(module):

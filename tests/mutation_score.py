@@ -91,8 +91,9 @@ def run_pytest_here(arguments, workdir):
     try:
         os.chdir(ROOT)
         with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-            # pytest-benchmark would warn, in an xdist worker, that xdist disables it: it has nothing to do here
-            code = pytest.main(arguments + ["-p", "no:benchmark"])
+            # pytest-benchmark would warn, in an xdist worker, that xdist disables it: it has nothing to do here;
+            # the unraisable-exception plugin ends each session with five full collections of this whole process
+            code = pytest.main(arguments + ["-p", "no:benchmark", "-p", "no:unraisableexception"])
     finally:
         os.chdir(cwd)
         set_hypothesis_home_dir(None)
