@@ -20,6 +20,7 @@ import contextlib
 import copy
 import dataclasses
 import difflib
+import functools
 import inspect
 import io
 import re
@@ -34,6 +35,7 @@ import torch.nn as nn
 from adapters.lint import self_attributes
 from conformance.harness import PAD, Case, canonical_inputs, run
 from conformance.interface import FUNCTION_ROLES, Config, Implementation, call_with_canonical_arguments
+from conformance.weights import is_norm_module
 
 ROLE_NAMES = {
     "embedding": ["embedding", "embeddings", "inputembedding", "inputembeddings", "tokenembedding", "wordembedding",
@@ -213,6 +215,8 @@ class Binding:
     masks: str = None
     """The mask convention of this role where its masks have another shape than the others' (found by behaviour:
     a layer taking key-padding vectors, its attention block taking masks with a head axis)."""
+    found_in: str = None
+    """The role of the bound block this one was found in (:func:`parts_in_built_blocks`)."""
     adds_table: bool = False
     """A positional encoding that returns its table, which its caller adds to the embeddings."""
     takes_token_ids: bool = False
@@ -1328,6 +1332,8 @@ def ranked(role, found, taken, prefer=frozenset()):
             score = BEHAVIOUR_SCORE
         if not score and role == "model" and takes_two_vocabularies(obj):
             score = BEHAVIOUR_SCORE
+        if not score and role in SIGNATURES and inspect.isclass(obj) and acts_as(role, obj):
+            score = BEHAVIOUR_SCORE
         if score:
             scored.append((score, name, obj))
     return sorted(scored, key=lambda t: (t[1] not in prefer, not (role == "model" and inspect.isfunction(t[2])),
@@ -1359,6 +1365,55 @@ def names_the_role(name, role):
 WORD_SCORE = 0.8
 BEHAVIOUR_SCORE = 0.5
 """The rank of a candidate found by what it does, not by its name (below every name that counts)."""
+
+
+def normalizes(module, x):
+    """§3.1 LayerNorm: vector parameters only, and the same output for ``x`` and ``4 x``."""
+    return is_norm_module(module) and torch.allclose(module(4 * x), module(x), rtol=1e-3, atol=1e-4)
+
+
+def looks_up_tokens(module, x):
+    """§3.4 embeddings: token ids to d_model vectors, one vector per token wherever it stands."""
+    tokens = torch.randint(0, PROBE.vocab_size, x.shape[:2], generator=torch.Generator().manual_seed(1))
+    tokens[1, 3] = tokens[0, 0]
+    out = module(tokens)
+    return isinstance(out, torch.Tensor) and out.is_floating_point() and out.shape == x.shape \
+        and torch.allclose(out[0, 0], out[1, 3])
+
+
+def adds_positions(module, x):
+    """§3.5 positional encodings: what the block adds to its input (or returns, its table) depends on the position
+    only: the same for another input, and not the same at every position."""
+    other = torch.randn(x.shape, generator=torch.Generator().manual_seed(2))
+    first, second = module(x), module(other)
+    if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)):
+        return False
+    if first.shape == x.shape and torch.allclose(first - x, second - other, atol=1e-5):
+        added = first - x
+    elif returns_table(first, x, known=True) and torch.equal(first, second):
+        added = first.reshape(x.shape[1:])
+    else:
+        return False
+    return not torch.allclose(added, added.flatten(0, -2)[:1].expand_as(added.flatten(0, -2)).reshape(added.shape))
+
+
+SIGNATURES = {"layer_norm": normalizes, "embedding": looks_up_tokens, "positional_encoding": adds_positions}
+"""What the blocks of the roles found by behaviour do, called in eval mode on the probe configuration."""
+
+
+@functools.lru_cache(maxsize=512)
+def acts_as(role, cls):
+    """Whether module class ``cls``, built on the probe configuration from the hyperparameters its constructor names,
+    does what ``role``'s block does (:data:`SIGNATURES`), whatever it is called (``LN``, ``Tok``, ``Pos``)."""
+    module = probe_build(Binding(role, cls.__name__, cls, constructor_plan_or_none(cls, role, {})), {})
+    if not isinstance(module, nn.Module):
+        return False
+    x = torch.randn(2, 5, PROBE.d_model, generator=torch.Generator().manual_seed(0))
+    try:
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            return bool(SIGNATURES[role](module.eval(), x))
+    except Exception:  # the candidate's own code: it does not act as the role
+        return False
 
 
 METHOD_ROLES = {"padding_mask": "model", "subsequent_mask": "model"}
@@ -1578,9 +1633,13 @@ def parts_in_built_blocks(bindings, found, taken):
             block = probe_build(bindings[outer], bindings)
             kinds = {obj: name for _, name, obj in ranked(role, found, taken) if inspect.isclass(obj)}
             path = next((p for p, m in block.named_modules() if p and type(m) in kinds), None) if block else None
+            if path is None and block is not None:  # a class of the submission's at an attribute named for the role
+                kinds = {obj: name for name, obj in found.items() if inspect.isclass(obj) and name not in taken}
+                path = next((p for p, m in block.named_modules() if type(m) in kinds
+                             and p.rsplit(".", 1)[-1].rstrip("_0123456789") in SUBMODULE_NAMES.get(role, ())), None)
             if path is not None:
                 parts[role] = Binding(role, kinds[type(block.get_submodule(path))], type(block.get_submodule(path)),
-                                      part_of=(bindings[outer], path, bindings),
+                                      part_of=(bindings[outer], path, bindings), found_in=outer,
                                       notes=[f"(the {outer}'s {path}, as {bindings[outer].name} builds it)"])
                 break
             methods = [n for n, value in vars(bindings[outer].target).items()
@@ -1589,11 +1648,29 @@ def parts_in_built_blocks(bindings, found, taken):
                        and (name_score(n, ROLE_NAMES[role]) or normalize(n) in SHORT_NAMES.get(role, ()))]
             if block is not None and methods and role in FUNCTION_ROLES + ("positional_encoding",):
                 parts[role] = Binding(role, f"{bindings[outer].name}.{methods[0]}", getattr(type(block), methods[0]),
-                                      part_of=(bindings[outer], None, bindings),
+                                      part_of=(bindings[outer], None, bindings), found_in=outer,
                                       notes=[f"(a method of the {outer}, called on it as {bindings[outer].name} "
                                              "builds it)"])
                 break
+            called = functions_called(bindings[outer].target, found, taken) if role == "attention" else []
+            if called:
+                parts[role] = Binding(role, called[0], found[called[0]], found_in=outer,
+                                      notes=[f"(the function {bindings[outer].name}.forward calls)"])
+                break
     return parts
+
+
+def functions_called(cls, found, taken):
+    """The submission's own functions of three or more parameters that ``cls.forward`` calls by name, in the order
+    of the calls and none already bound: the attention of eq. (1) that a multi-head block calls, whatever its name
+    (``sdpa(q, k, v, mask)``)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (TypeError, OSError, SyntaxError, AttributeError):
+        return []
+    names = [node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
+    return [name for name in dict.fromkeys(names) if name in found and name not in taken
+            and inspect.isfunction(found[name]) and len(inspect.signature(found[name]).parameters) >= 3]
 
 
 SHORT_NAMES = {"attention": ("attn", "attend")}
@@ -1791,10 +1868,15 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                 pass
     for role, binding in parts_in_built_blocks(bindings, found, taken).items():
         roles[role] = role_builder(binding, bindings, convention)
-        if behaves(Implementation(module_name, roles), role) is None \
-                or masks_of_another_shape(binding, module_name, roles, bindings, convention):
+        problem = behaves(Implementation(module_name, roles), role)
+        if problem is None or masks_of_another_shape(binding, module_name, roles, bindings, convention):
             bindings[role] = binding
             notes[:] = [n for n in notes if not n.startswith(f"{role}: ") or "does not work" not in n]
+        elif not bindings[binding.found_in].works:  # the block it is part of fails too: on the author's own path
+            binding.works = False
+            bindings[role] = binding
+            notes.append(f"{role}: {binding.name} {binding.notes[0]} does not work under the canonical call "
+                         f"({problem})")
         else:
             del roles[role]
     for role, plan in masks_as_the_model_passes_them(bindings, roles, module_name).items():

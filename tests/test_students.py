@@ -1,12 +1,12 @@
-"""The team's mutants (``tests/mutants.py``) as stand-alone student-style files (``tests/students.py``: two naming
+"""The team's mutants (``tests/mutants.py``) as stand-alone student-style files (``tests/students.py``: three naming
 styles, no ``CONFORMANCE_ROLES``): discovery maps them onto the roles, and each one is diagnosed by its component
 with the cause the mutant declares (the same mistake whatever the component's prefix). The unmodified reference in
-both styles gives no fail, error or deviation.
+every style gives no fail, error or deviation.
 
-Every mutant goes through discovery: each one in one style, the styles taking turns down the catalogue (so each
-style meets every family and both verdict kinds), run like in ``tests/test_mutants.py`` but on the checks of its
+Every mutant goes through discovery: each one in one style, the styles taking turns down each family's mutants (so
+each family meets every style, as far as it has mutants, and each style both verdict kinds), run like in ``tests/test_mutants.py`` but on the checks of its
 component only (``-m <component>``, in this process through ``pytest.main``).
-``STUDENTS_ALL=1`` runs every mutant in both styles.
+``STUDENTS_ALL=1`` runs every mutant in every style.
 """
 import os
 import re
@@ -24,7 +24,9 @@ STYLES = tuple(students.STYLES)
 WRAPPERS = ("make_model", "build_transformer")
 """The model builders the styles add beside the model class: discovery may bind either."""
 ALL = os.environ.get("STUDENTS_ALL", "") not in ("", "0")
-SELECTED = [(m, style) for i, m in enumerate(catalogue.MUTANTS) for style in (STYLES if ALL else [STYLES[i % 2]])]
+SELECTED = [(m, style) for family in catalogue.FAMILIES
+            for i, m in enumerate(m for m in catalogue.MUTANTS if m.family == family)
+            for style in (STYLES if ALL else [STYLES[i % len(STYLES)]])]
 
 
 def expected_bindings(style):
@@ -95,10 +97,11 @@ def test_reference_in_student_style_has_no_false_positive_and_notes_the_mapping(
 
 # -- the mutants ----------------------------------------------------------------------------------------------------
 def test_styles_take_turns_over_every_family_and_verdict_kind():
+    for family in catalogue.FAMILIES:
+        size = sum(m.family == family for m in catalogue.MUTANTS)
+        assert len({s for m, s in SELECTED if m.family == family}) == min(size, len(STYLES)), family
     for style in STYLES:
-        mine = [m for m, s in SELECTED if s == style]
-        assert {m.family for m in mine} == set(catalogue.FAMILIES), style
-        assert {m.deviation for m in mine} == {True, False}, style
+        assert {m.deviation for m, s in SELECTED if s == style} == {True, False}, style
     assert {m.name for m, _ in SELECTED} == set(catalogue.BY_NAME)
 
 
@@ -107,6 +110,11 @@ def test_student_style_mutant_is_named_with_its_cause(mutant, style, tmp_path):
     require_family(mutant.family)
     status, caught, flagged, cause, report, output = run_student(mutant, style, tmp_path)
     notes = (report or {}).get("notes", [])
+    style_gap = students.STYLES[style].known_gaps.get(mutant.name)
+    if style_gap:
+        assert not (caught and reports_cause(mutant, report, key=mistake)), \
+            f"{mutant.name} is now named in the {style} style: its known gap there can go"
+        pytest.xfail(f"known gap of the {style} style: {style_gap}")
     assert caught, f"{mutant.name} in the {style} style: not caught ({status}); flagged: {flagged}\nnotes: {notes}\n" \
                    f"{output[-2500:]}"
     name, bound = expected_bindings(style)[mutant.component], bound_names(notes).get(mutant.component)
