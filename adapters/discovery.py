@@ -10,7 +10,9 @@ Three kinds of evidence, in order:
    they stand for (``EncoderBlock(features, attn_block, ff_block, dropout)``), forward arguments by name and
    position (``forward(decoder_input, encoder_output, self_attn_mask, dec_enc_attn_mask)``);
 3. **behaviour**: a candidate must construct and accept the canonical call on a small configuration; the first
-   one that does wins.
+   one that does wins. A class whose name says nothing is still found by what its block does (:data:`SIGNATURES`:
+   a LayerNorm, an embedding, a positional encoding), or by where the code uses it: the function a bound multi-head
+   block calls, the class a bound block builds at an attribute named for the role (:func:`parts_in_built_blocks`).
 
 The result is an :class:`conformance.interface.Implementation` whose ``mapping`` says what was found and how,
 and which an adapter file (``conformance.toml`` next to the code, see :func:`read_overrides`) can override.
