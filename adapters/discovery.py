@@ -1369,9 +1369,11 @@ BEHAVIOUR_SCORE = 0.5
 
 
 def normalizes(module, x):
-    """§3.1 LayerNorm: vector parameters only (a gain, a bias), and the same output for ``x`` and ``4 x``."""
-    return all(p.dim() <= 1 for p in module.parameters()) and torch.allclose(module(4 * x), module(x), rtol=1e-3,
-                                                                             atol=1e-4)
+    """§3.1 LayerNorm: vector parameters of its own only (a gain, a bias; no parameterised children), and the same
+    output for ``x`` and ``4 x``."""
+    return all(p.dim() <= 1 for p in module.parameters(recurse=False)) \
+        and not any(True for child in module.children() for _ in child.parameters()) \
+        and torch.allclose(module(4 * x), module(x), rtol=1e-3, atol=1e-4)
 
 
 def looks_up_tokens(module, x):
