@@ -37,6 +37,7 @@ import torch.nn as nn
 from adapters.lint import self_attributes
 from conformance.harness import PAD, Case, canonical_inputs, run
 from conformance.interface import FUNCTION_ROLES, Config, Implementation, call_with_canonical_arguments
+from conformance.probes import ignores_input_scale
 
 ROLE_NAMES = {
     "embedding": ["embedding", "embeddings", "inputembedding", "inputembeddings", "tokenembedding", "wordembedding",
@@ -1373,7 +1374,7 @@ def normalizes(module, x):
     output for ``x`` and ``4 x``."""
     return all(p.dim() <= 1 for p in module.parameters(recurse=False)) \
         and not any(True for child in module.children() for _ in child.parameters()) \
-        and torch.allclose(module(4 * x), module(x), rtol=1e-3, atol=1e-4)
+        and ignores_input_scale(module, x)
 
 
 def looks_up_tokens(module, x):
@@ -1398,7 +1399,8 @@ def adds_positions(module, x):
         added = first.reshape(x.shape[1:])
     else:
         return False
-    return not torch.allclose(added, added.flatten(0, -2)[:1].expand_as(added.flatten(0, -2)).reshape(added.shape))
+    rows = added.reshape(-1, added.shape[-1])  # one row of d_model features per position (and sample)
+    return not torch.allclose(rows, rows[:1].expand_as(rows))
 
 
 SIGNATURES = {"layer_norm": normalizes, "embedding": looks_up_tokens, "positional_encoding": adds_positions}
@@ -1665,8 +1667,8 @@ def parts_in_built_blocks(bindings, found, taken):
 
 
 def functions_called(cls, found, taken):
-    """The submission's own functions of three or more parameters that ``cls.forward`` calls by name, in the order
-    of the calls and none already bound: the attention of eq. (1) that a multi-head block calls, whatever its name
+    """The submission's own functions of three or more parameters that ``cls.forward`` calls by name, outermost calls
+    first, none already bound: the attention of eq. (1) that a multi-head block calls, whatever its name
     (``sdpa(q, k, v, mask)``)."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))

@@ -8,6 +8,7 @@ an implementation does not return them. It is a ``TorchDispatchMode`` (the ATen 
 :func:`set_identity_projections` turns a multi-head attention's projections into identities so that the
 per-head queries and keys are known slices of the inputs.
 :func:`dropout_control` puts every dropout under the checker's control: each one drops everything or nothing.
+:func:`ignores_input_scale` tells a normalization by what it does, whatever its class is called.
 """
 import contextlib
 import math
@@ -189,3 +190,21 @@ def split_heads(x, h):
     """(batch, length, d_model) -> (batch, h, length, d_k), the paper's head layout."""
     b, n, d = x.shape
     return x.view(b, n, h, d // h).transpose(1, 2)
+
+
+def ignores_input_scale(module, x):
+    """Whether ``module``, called in eval mode on ``x`` and on ``4 x``, gives the same output of ``x``'s shape for
+    both (§3.1: normalizing divides the scale out; a bias or a gain does not). Its modes are left as they were; a
+    module that cannot be called on one tensor like ``x`` does not."""
+    modes = [(m, m.training) for m in module.modules()]
+    try:
+        module.eval()
+        with torch.no_grad():
+            one, four = module(x), module(4 * x)
+        return isinstance(one, torch.Tensor) and isinstance(four, torch.Tensor) and one.shape == x.shape \
+            and bool(torch.allclose(one, four, rtol=1e-3, atol=1e-4))
+    except Exception:  # the module's own code, on an input it was not written for
+        return False
+    finally:
+        for m, training in modes:
+            m.training = training

@@ -4,8 +4,9 @@ with the cause the mutant declares (the same mistake whatever the component's pr
 every style gives no fail, error or deviation.
 
 Every mutant goes through discovery: each one in one style, the styles taking turns down each family's mutants (so
-each family meets every style, as far as it has mutants, and each style both verdict kinds), run like in ``tests/test_mutants.py`` but on the checks of its
-component only (``-m <component>``, in this process through ``pytest.main``).
+each family meets every style, as far as it has mutants, and each style both verdict kinds), run like in
+``tests/test_mutants.py`` but on the checks of its component only (``-m <component>``, in this process through
+``pytest.main``).
 ``STUDENTS_ALL=1`` runs every mutant in every style.
 """
 import os
