@@ -1,12 +1,12 @@
 """Times the full default conformance suite on the reference, against the floor of importing torch, then once on
-each implementation of the third-party corpus (``tests/third_party/``).
+each style study (``tests/styles/``).
 
-    python benchmarks/bench_suite.py [--repeat 3] [--impl reference] [--no-corpus]
+    python benchmarks/bench_suite.py [--repeat 3] [--impl reference] [--no-studies]
 
 Prints the floor (``python -c "import torch"``), the suite serial and with ``-n 2``, and their ratios to the
-floor; then the suite with ``-n 2`` on each corpus implementation (from a scratch copy), with its exit status (a
-finding makes it 1). Targets: the suite under 30 s on 2 cores and under 10x the floor (issue 4); each corpus
-implementation under 30 s on 2 cores (issue 13).
+floor; then the suite with ``-n 2`` on each style study (from a scratch copy), with its exit status (a finding
+makes it 1). Targets: the suite under 30 s on 2 cores and under 10x the floor (issue 4); each study under 30 s on
+2 cores (issue 13).
 """
 import argparse
 import os
@@ -30,14 +30,14 @@ def wall_time(command, repeat, check=True):
     return statistics.median(times), done.returncode
 
 
-def time_corpus():
-    """The suite with ``-n 2`` on each corpus implementation, from a scratch copy: ``[(name, seconds, status)]``."""
+def time_studies():
+    """The suite with ``-n 2`` on each style study, from a scratch copy: ``[(name, seconds, status)]``."""
     sys.path.insert(0, ROOT)
-    from tests import corpus
+    from tests import studies
     rows = []
-    for name in corpus.ENTRIES:
+    for name in studies.STUDIES:
         with tempfile.TemporaryDirectory() as scratch:
-            impl = corpus.materialise(name, scratch)
+            impl = studies.materialise(name, scratch)
             seconds, status = wall_time([sys.executable, "-m", "pytest", "conformance", "-q", f"--impl={impl}",
                                          "-n", "2"], 1, check=False)
         rows.append((name, seconds, status))
@@ -48,7 +48,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--impl", default="reference")
-    parser.add_argument("--no-corpus", action="store_true", help="skip the runs on the third-party corpus")
+    parser.add_argument("--no-studies", action="store_true", help="skip the runs on the style studies")
     args = parser.parse_args()
     suite = [sys.executable, "-m", "pytest", "conformance", "-q", f"--impl={args.impl}"]
     floor = wall_time([sys.executable, "-c", "import torch"], args.repeat)[0]
@@ -58,9 +58,9 @@ def main():
     print(f"conformance suite on --impl={args.impl}, median of {args.repeat} runs, {os.cpu_count()} cores")
     for name, seconds in rows:
         print(f"{name:40s} {seconds:7.2f} s   {seconds / floor:5.1f}x floor")
-    if not args.no_corpus:
-        print("\nthe suite (-n 2) once on each corpus implementation (target: under 30 s)")
-        for name, seconds, status in time_corpus():
+    if not args.no_studies:
+        print("\nthe suite (-n 2) once on each style study (target: under 30 s)")
+        for name, seconds, status in time_studies():
             print(f"{name:40s} {seconds:7.2f} s   exit {status}{'   OVER 30 s' if seconds > 30 else ''}")
 
 

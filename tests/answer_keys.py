@@ -1,5 +1,5 @@
 """Answer keys: what a piece of someone else's code really contains, written by reading it (``tests/seed_keys/``
-for the seeds, ``tests/third_party/<name>.toml`` for the corpus; the format is in ``tests/seed_keys/README.md``),
+for the seeds, ``tests/styles/<name>.toml`` for the style studies; the format is in ``tests/seed_keys/README.md``),
 and the judgement of a suite report against one. Every function returns the problems it sees as sentences, empty
 when the report agrees with the key."""
 import re

@@ -3,9 +3,24 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SEED_DIR = ROOT.parent / "shared" / "seeds"
+SEEDS = {path.stem: SEED_DIR / tomllib.loads(path.read_text())["seed"]
+         for path in sorted((ROOT / "tests" / "seed_keys").glob("*.toml"))}
+"""The five seeds (real notebooks and posts by other people), read in place from ``../shared/seeds/``: listed by
+their answer keys, so that a test needing one fails when the folder is missing instead of vanishing."""
+
+
+def seed(stem):
+    """The path of seed ``stem``; a clear failure when it is not beside the repository."""
+    path = SEEDS[stem]
+    if not path.is_file():
+        raise FileNotFoundError(f"seed {path.name} is missing: the tests read the seeds in place from {SEED_DIR} "
+                                f"(a checkout of the project beside ../shared)")
+    return path
 
 
 def run_suite(*args, cwd=ROOT, env=None, tmp_path=None, timeout=600):

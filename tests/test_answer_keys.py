@@ -1,10 +1,10 @@
 """Other people's code held to answer keys written by reading it, not from the checker's output (format:
 ``tests/seed_keys/README.md``): the five seed notebooks and posts (``../shared/seeds/``, read in place; keys in
-``tests/seed_keys/``) and the vendored third-party corpus (``tests/third_party/``, keys beside it). Every real mistake
+``tests/seed_keys/``) and the style studies (``tests/styles/``, keys beside them). Every real mistake
 is reported at its component with its cause and line, nothing else fails or errors, what is right stays clean, and
 every role the code has is found and checked.
 
-Each subject is checked once, in its own process (``python -m conformance report``; a corpus entry from a scratch
+Each subject is checked once, in its own process (``python -m conformance report``; a study from a scratch
 copy), and its tests share the run (across pytest-xdist's workers too). A key line the checker gets wrong today carries
 ``known_gap``: a strict xfail. The committed seed reports under ``reports/seeds/`` are outputs to read; the last test
 says when they are stale (regenerate them with ``python -m conformance report ../shared/seeds/*.txt --out
@@ -17,19 +17,17 @@ from pathlib import Path
 import pytest
 
 from conformance.reports import report
-from tests import answer_keys, corpus
-from tests.suite import ROOT
+from tests import answer_keys, studies
+from tests.suite import ROOT, SEEDS, seed
 
-SEED_DIR = ROOT.parent / "shared" / "seeds"
-SEEDS = {path.stem: path for path in sorted(SEED_DIR.glob("*.txt"))}
 KEYS = {subject: answer_keys.read_key(ROOT / "tests" / "seed_keys" / f"{subject}.toml") for subject in SEEDS}
-KEYS.update({name: answer_keys.read_key(corpus.key_path(name)) for name in corpus.HELD_TO_KEY})
+KEYS.update({name: answer_keys.read_key(studies.key_path(name)) for name in studies.STUDIES})
 COMMITTED = ROOT / "reports" / "seeds"
 RUNS = {}
 
 
 def subject_report(subject, tmp_path_factory):
-    """The suite's JSON report on a seed or a corpus entry: one run per subject for the whole session, shared by
+    """The suite's JSON report on a seed or a style study: one run per subject for the whole session, shared by
     pytest-xdist's workers through a file in their common temporary folder (made under a lock by the first)."""
     if subject not in RUNS:
         base = tmp_path_factory.getbasetemp()
@@ -40,11 +38,11 @@ def subject_report(subject, tmp_path_factory):
             if not saved.exists():
                 out = tmp_path_factory.mktemp(subject)
                 if subject in SEEDS:
-                    path = report(SEEDS[subject], out, timeout=900)
+                    path = report(seed(subject), out, timeout=900)
                     assert path is not None, (out / f"{subject}.md").read_text()
                     data = json.loads(path.read_text())
                 else:
-                    data = corpus.check(subject, out, timeout=900)
+                    data = studies.check(subject, out, timeout=900)
                 saved.write_text(json.dumps(data))
         RUNS[subject] = json.loads(saved.read_text())
     return RUNS[subject]
@@ -54,7 +52,7 @@ def cited_file(subject, finding):
     """The file name a message cites for a finding of ``subject``."""
     if subject in SEEDS:
         return SEEDS[subject].name
-    return Path(finding.file or corpus.ENTRIES[subject]["impl"]).name
+    return Path(finding.file or studies.STUDIES[subject]).name
 
 
 def key_lines(lines_of):

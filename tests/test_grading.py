@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from conformance.grading import runner as grading
-from tests import answer_keys, corpus, mutants, students
+from tests import answer_keys, mutants, students, studies
+from tests.suite import SEEDS, seed
 
 ROOT = Path(__file__).resolve().parents[1]
-SEEDS = ROOT.parent / "shared" / "seeds"
 BUGS = ["attention_unscaled", "attention_scale_d_k"]
 SELECTION = ["-m", "multi_head_attention"]  # a few checks keep the tests quick
 
@@ -28,8 +28,9 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("class")
     folder = root / "class"
     folder.mkdir()
-    for seed in sorted(SEEDS.glob("*.txt")):
-        (folder / seed.name).symlink_to(seed)  # read in place
+    for stem in SEEDS:
+        path = seed(stem)
+        (folder / path.name).symlink_to(path)  # read in place
     shutil.copy(ROOT / "reference" / "transformer.py", folder / "reference_copy.py")
     for name in BUGS:
         mutants.write(mutants.BY_NAME[name], folder)
@@ -45,7 +46,7 @@ def names(folder):
 def test_every_report_file_with_one_row_each(graded):
     folder, out, results = graded
     expected = names(folder)
-    assert len(expected) == len(list(SEEDS.glob("*.txt"))) + 1 + len(BUGS)
+    assert len(expected) == len(SEEDS) + 1 + len(BUGS)
     assert set(results) == expected
     summary = json.loads((out / "summary.json").read_text())
     assert [r["name"] for r in summary["submissions"]] == list(results)
@@ -104,13 +105,13 @@ def test_feedback_names_the_line_of_an_error(graded):
     for check in located:
         assert "/tmp/grade-" not in check["message"]  # the grader's scratch folder never shows
     cited = 0
-    for seed in sorted(SEEDS.glob("*.txt")):
-        key = answer_keys.read_key(ROOT / "tests" / "seed_keys" / f"{seed.stem}.toml")
+    for stem in SEEDS:
+        key = answer_keys.read_key(ROOT / "tests" / "seed_keys" / f"{stem}.toml")
         for finding in key.findings:
             if finding.kind == "error" and finding.component == "multi_head_attention" and not finding.behind \
                     and not finding.known_gap:
-                feedback = (out / "feedback" / f"{seed.stem}.md").read_text()
-                assert any(f"{seed.name}:{line}" in feedback for line in finding.line), (finding, feedback[:3000])
+                feedback = (out / "feedback" / f"{stem}.md").read_text()
+                assert any(f"{SEEDS[stem].name}:{line}" in feedback for line in finding.line), (finding, feedback[:3000])
                 cited += 1
     assert cited >= 3
 
@@ -270,23 +271,18 @@ def test_the_html_page_renders_in_a_headless_browser(graded, tmp_path):
     assert "notDefined" in broken["data-errors"]
 
 
-CORRECT_ELSEWHERE = ("annotated_transformer", "jadore801120_aiayn", "bentrevett_seq2seq_transformer",
-                     "detr_transformer")
-"""Corpus entries whose keys list no real mistake (deviations only): a notebook, a multi-file package with a config
-of long argument names, DETR's sequence-first layers over nn.MultiheadAttention, the Annotated Transformer with its
-factory function (gordicaleksa's project left the list when its -inf mask fill became a finding)."""
-
-
 def test_correct_code_in_every_style_grades_full_marks(tmp_path):
-    """Correct implementations written otherwise than the reference (the student styles, and public code whose keys
-    list no mistake) grade 100: deviations are named, not penalised, and what the checker cannot call is no fault."""
+    """Correct implementations written otherwise than the reference (the student styles, and the style studies whose
+    keys list no mistake) grade 100: deviations are named, not penalised, and what the checker cannot call is no
+    fault."""
     folder = tmp_path / "class"
     for style in students.STYLES:
         students.write(None, folder, style)
-    for name in CORRECT_ELSEWHERE:
-        assert not [f for f in answer_keys.read_key(corpus.key_path(name)).findings if f.kind != "deviation"]
-        impl, root = corpus.materialise(name, tmp_path / "scratch"), tmp_path / "scratch" / name
-        if len(list(root.rglob("*.py"))) > 1:  # a project: handed in as its folder
+    correct = [name for name in studies.STUDIES if studies.is_correct(name)]
+    assert correct, "no correct style study"
+    for name in correct:
+        impl, root = studies.materialise(name, tmp_path / "scratch"), tmp_path / "scratch" / name
+        if impl.is_dir() or len(list(root.rglob("*.py"))) > 1:  # a project: handed in as its folder
             shutil.copytree(root, folder / name)
         else:  # one file: a module or a notebook
             shutil.copy(impl, folder / f"{name}{impl.suffix}")

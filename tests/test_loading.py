@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from adapters.loading import detect_kind, extract_cells, load_code
+from tests.suite import SEEDS, seed
 
-SEEDS = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
 
 NOTEBOOK = nbformat.writes(nbformat.v4.new_notebook(cells=[
     nbformat.v4.new_markdown_cell("# Title"),
@@ -324,10 +324,9 @@ def test_source_location_traceback_getsource_and_pickle(tmp_path):
     assert result.source_location("elsewhere.py", 4) is None
 
 
-@pytest.mark.skipif(not SEEDS.is_dir(), reason="no seed submissions beside the repository")
 def test_real_seeds_load():
     detected = set()
-    for path in sorted(SEEDS.glob("*.txt")):
+    for path in map(seed, SEEDS):
         result = load_code(path, cell_timeout=5, total_timeout=30)
         assert result.fatal is None, path.name
         detected.add(result.kind)

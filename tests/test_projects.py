@@ -15,14 +15,18 @@ import torch.nn as nn
 
 
 class PositionwiseFeedforwardLayer(nn.Module):
+    """A feed-forward block with argument names that say nothing of the paper (hid_dim for d_model, pf_dim for
+    d_ff): the checker has to learn them from the weights they shape."""
+
     def __init__(self, hid_dim, pf_dim, dropout):
         super().__init__()
-        self.fc_1 = nn.Linear(hid_dim, pf_dim)
-        self.fc_2 = nn.Linear(pf_dim, hid_dim)
-        self.dropout = nn.Dropout(dropout)
+        self.expand = nn.Linear(hid_dim, pf_dim)
+        self.drop = nn.Dropout(dropout)
+        self.project = nn.Linear(pf_dim, hid_dim)
 
     def forward(self, x):
-        return self.fc_2(self.dropout(torch.relu(self.fc_1(x))))
+        inner = self.drop(self.expand(x).clamp(min=0))
+        return self.project(inner)
 '''
 
 

@@ -11,8 +11,8 @@ import torch
 
 from conformance.grading.judge import JUDGED_APART, Opaque, decode, encode
 from tests import mutants
+from tests.suite import SEEDS, seed
 
-SEEDS = mutants.ROOT.parent / "shared" / "seeds"
 PYTEST = [sys.executable, "-m", "pytest", "--pyargs", "conformance", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "conformance.grading.judge",
           "--hypothesis-profile=grade"]
 
@@ -71,9 +71,7 @@ def judged_apart(spec, report):
                                   "seed 001", "seed 004"])
 def test_checks_judged_apart_say_what_they_say_beside_the_code(tmp_path, name):
     if name.startswith("seed"):
-        spec = next(SEEDS.glob(name.split()[1] + "_*"), None)
-        if spec is None:
-            pytest.skip(f"{SEEDS} holds no {name}")
+        spec = seed(next(stem for stem in SEEDS if stem.startswith(name.split()[1] + "_")))
     else:
         spec = tmp_path / f"{name}.py"
         spec.write_text(mutants.reference_source() if name == "reference" else
