@@ -14,7 +14,7 @@ from conformance import strategies, variants
 from conformance.harness import MODULE_ROLES, Case, assert_close, canonical_inputs, difference, run, tolerance
 from conformance.probes import dropout_control, set_identity_projections, split_heads
 from conformance.verdicts import Deviation, Failure, Missing
-from conformance.weights import (layer_lists, map_reference_weights, parameter_shapes, pinned_by_shapes,
+from conformance.weights import (adopt_free_eps, layer_lists, map_reference_weights, parameter_shapes, pinned_by_shapes,
                                  sub_layer_modules, zero_non_norm_parameters)
 
 DROPOUT_ROLES = ("positional_encoding", "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder",
@@ -98,12 +98,12 @@ def gap(actual, expected):
         if actual.numel() else 0.0
 
 
-def closest_variants(case, component, actual, inputs, start, good_enough, steps=3):
+def closest_variants(case, component, actual, inputs, start, good_enough, candidate, steps=3):
     """The reference variants (at most one per slot, starting from ``start``) whose output comes closest to
     ``actual``: a steepest descent over the slots of :mod:`conformance.variants` (each step makes the one change of
     one slot that brings the outputs closest), stopping once the difference is ``good_enough``.
     Returns ``(variants, largest difference)``."""
-    ref = case.replace(impl=reference()).build(component)
+    ref = reference_block(case, component, candidate=candidate)
 
     def distance(chosen):
         variants.reset(ref)
@@ -132,9 +132,12 @@ SUB_BLOCKS = tuple(role for role in MODULE_ROLES if role != "model")
 """The roles a block may hold, smallest first: none holds a role listed after it."""
 
 
-def reference_block(case, component, accepted=()):
-    """The reference's ``component`` for the case (the weights the candidate was given), with ``accepted`` variants."""
+def reference_block(case, component, accepted=(), candidate=None):
+    """The reference's ``component`` for the case (the weights the candidate was given), with ``accepted`` variants
+    and the ``candidate``'s LayerNorm eps where the paper leaves it free."""
     block = case.replace(impl=reference()).build(component)
+    if candidate is not None:
+        adopt_free_eps(candidate, block)
     for v in accepted:
         v.apply(block)
     return block
@@ -189,7 +192,7 @@ class Located:
                        "weights, mapped by registration order onto parameters of like shapes, are unconfirmed", repro)
 
 
-def locate(case, component, actual, inputs, accepted, good_enough):
+def locate(case, component, actual, inputs, accepted, good_enough, candidate):
     """The smallest of the candidate's sub-blocks that makes the difference from the reference: the first role
     (smallest first) whose candidate blocks, put in place of the reference's own in the reference's ``component``,
     make it compute the candidate's outputs ``actual`` (within ``good_enough``); None when none does.
@@ -200,7 +203,7 @@ def locate(case, component, actual, inputs, accepted, good_enough):
     plain = reference_block(case, component)
     held = [role for role in SUB_BLOCKS if role != component and case.impl.has(role) and reference_paths(plain, role)]
     for role in held:
-        block = reference_block(case, component, accepted)
+        block = reference_block(case, component, accepted, candidate)
         try:
             grafts = graft(case, block, role)
             if any(mapping is None for *_, mapping in grafts):
@@ -240,7 +243,7 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
     # agreement is about what is computed, not precision: a table computed in float32 agrees in float64 (1e-6),
     # while a final LayerNorm after a post-norm stack (an identity but for eps, ~1e-5) still shows
     close = 1e-6 if case.dtype == torch.float64 else tolerance(torch.float32)[0] * 10
-    found, largest = closest_variants(case, component, actual, inputs, accepted, good_enough=close)
+    found, largest = closest_variants(case, component, actual, inputs, accepted, good_enough=close, candidate=m)
     if largest <= close:
         named = [v for v in found if v not in accepted]
         observed = "the outputs of the reference with " + "; ".join(v.description for v in named) if named else ""
@@ -253,11 +256,11 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
         if named and not (contract == "practice" and [v.name for v in named] == ["extra_final_norm"]):
             raise Deviation(f"{component}." + "+".join(v.name for v in named), requirement, observed, repro)
         return
-    observed = difference(actual, run(case, component, module=reference_block(case, component, accepted),
+    observed = difference(actual, run(case, component, module=reference_block(case, component, accepted, m),
                                       inputs=inputs)[0], case)
     if observed is None:
         return
-    located = locate(case, component, actual, inputs, accepted, good_enough=close)
+    located = locate(case, component, actual, inputs, accepted, good_enough=close, candidate=m)
     if located is not None:
         raise located.finding(component, requirement, observed, repro)
     if mapping == "exact":

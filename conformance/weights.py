@@ -49,6 +49,35 @@ def norm_modules(module):
     return [(name, m) for name, m in module.named_modules() if is_norm_module(m)]
 
 
+EPS_LIMIT = 1e-3
+"""The largest eps a LayerNorm of the model may add to the variance: activations of unit variance are then
+normalized to within 0.05 % (the common values are 1e-5 and 1e-6). The paper leaves eps free below it."""
+
+
+def norm_eps(module):
+    """``[(path, eps)]`` of every norm-like module inside ``module`` whose eps can be read."""
+    found = [(path or "(itself)", m.eps if isinstance(m, torch.nn.LayerNorm) else module_eps(m))
+             for path, m in norm_modules(module)]
+    return [(path, eps) for path, eps in found if eps is not None]
+
+
+def adopt_free_eps(candidate, reference):
+    """Give the reference's LayerNorms the candidate's eps where the paper leaves it free (at most
+    :data:`EPS_LIMIT`): a LayerNorm with eps = 1e-6 computes what the reference computes with eps = 1e-6, and so is
+    no disagreement. Pairs the norms in registration order when both have as many, else adopts one eps the candidate
+    uses everywhere; a larger eps is left for ``layer_norm_eps_wrong`` to name."""
+    own = [eps for _, eps in norm_eps(candidate)]
+    targets = [m for _, m in norm_modules(reference) if hasattr(m, "eps")]
+    if not own or not targets or any(eps > EPS_LIMIT for eps in own):
+        return
+    if len(own) != len(targets):
+        if len(set(own)) != 1:
+            return
+        own = own[:1] * len(targets)
+    for m, eps in zip(targets, own):
+        m.eps = eps
+
+
 def norm_parameter_ids(module):
     return {id(p) for _, m in norm_modules(module) for p in m.parameters()}
 
