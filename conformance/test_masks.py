@@ -11,7 +11,7 @@ from hypothesis import given
 from conformance import strategies
 from conformance.harness import PAD, Case, canonical_inputs, difference, inputs_not_accepted, output_tensor
 from conformance.probes import AttentionRecorder
-from conformance.verdicts import Failure, Missing
+from conformance.verdicts import Deviation, Failure, Missing
 
 PADDED_ROLES = ("attention", "multi_head_attention", "encoder_layer", "encoder", "decoder_layer", "decoder", "model")
 CAUSAL_ROLES = ("attention", "multi_head_attention", "decoder_layer", "decoder", "model")
@@ -472,7 +472,9 @@ def test_fully_masked_query_row_stays_finite(impl, device, component, drawn):
     """§3.2.3 masks by "setting to -inf all values in the input of the softmax which correspond to illegal
     connections"; when every key of a query is masked (cross-attention from a target onto a source that is all
     padding) a literal -inf makes that row's softmax 0/0 = NaN, which then spreads through every later layer. A
-    large negative finite fill (-1e9) or a guarded row keeps the outputs finite."""
+    large negative finite fill (-1e9) or a guarded row keeps the outputs finite. -inf is the paper's own word and
+    such a row arises only for a sequence made of padding alone, so the NaN is a note on robustness (a deviation),
+    not a failure."""
     case = Case(impl, device=device, **drawn)
     module = case.build(component)
     inputs = list(canonical_inputs(case, component))
@@ -481,7 +483,7 @@ def test_fully_masked_query_row_stays_finite(impl, device, component, drawn):
     inputs[index][0] = False  # the first sample's keys (for the model: its source tokens) all masked
     out = call(module, inputs, component)
     if torch.isnan(out).any():
-        raise Failure(f"{component}.nan_on_fully_masked_row", "finite outputs when all keys of a query are masked "
+        raise Deviation(f"{component}.nan_on_fully_masked_row", "finite outputs when all keys of a query are masked "
                       "(§3.2.3 sets masked scores to -inf before the softmax: fill with a large negative finite "
                       "value such as -1e9, or guard a row with no key left)",
                       f"{int(torch.isnan(out).sum())} NaN output(s) of {out.numel()} with the first sample's "
