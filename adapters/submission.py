@@ -28,14 +28,18 @@ def load_implementation(spec):
     return load_from_path(module_path(spec))
 
 
+class ImplementationNotFound(LookupError):
+    """``--impl`` names no file, folder or importable module."""
+
+
 def module_path(name):
     """The file of an importable module, or the folder of a package, found without running it."""
     try:
         found = importlib.util.find_spec(name)
     except (ImportError, ValueError) as exc:
-        raise LookupError(f"{name}: not a file, a folder or an importable module ({exc})") from None
+        raise ImplementationNotFound(f"{name}: not a file, a folder or an importable module ({exc})") from None
     if found is None or found.origin is None:
-        raise LookupError(f"{name}: not a file, a folder or an importable module")
+        raise ImplementationNotFound(f"{name}: not a file, a folder or an importable module")
     if found.submodule_search_locations:
         return os.path.dirname(found.origin)
     return found.origin

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from adapters.discovery import TAKES_TOKEN_IDS
 from adapters.lint import self_attributes
-from adapters.submission import load_implementation
+from adapters.submission import ImplementationNotFound, load_implementation
 from conformance import crashes, harness, verdicts
 from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, Finding, summary_table
@@ -122,10 +122,22 @@ PART_OF_A_RUN = pytest.StashKey[bool]()
 was checked is then judged from the merged records of both."""
 
 
+BUG_REPORT = ("This is a bug in the checker, not in the code under test: please report it with the traceback above "
+              "and the code it was run on.")
+
+
 def implementation(config):
-    """The implementation under test (``--impl``), loaded once."""
+    """The implementation under test (``--impl``), loaded once. Loading records every failure of the author's code
+    as a note, so an exception escaping it is the checker's own: the run stops once, with the checker's traceback,
+    as pytest's internal error (exit status 3), never as hundreds of errors blamed on the author."""
     if IMPL not in config.stash:
-        config.stash[IMPL] = load_implementation(config.getoption("impl"))
+        try:
+            config.stash[IMPL] = load_implementation(config.getoption("impl"))
+        except ImplementationNotFound as exc:  # nothing at that path or name: the command line's mistake
+            pytest.exit(f"--impl: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        except Exception:  # noqa: BLE001 (the checker's own crash: stop the run and say so)
+            pytest.exit(f"INTERNAL ERROR of the checker while reading --impl={config.getoption('impl')}:\n"
+                        f"{traceback.format_exc()}{BUG_REPORT}", returncode=pytest.ExitCode.INTERNAL_ERROR)
     return config.stash[IMPL]
 
 
