@@ -12,7 +12,7 @@ CONFORMANCE_ROLES = {{"layer_norm": lambda d_model: nn.LayerNorm(d_model, eps={e
 '''
 
 
-@pytest.mark.parametrize("eps, agrees", [(1e-6, True), (1e-4, True), (5e-2, False)])
+@pytest.mark.parametrize("eps, agrees", [(1e-6, True), (5e-2, False)])
 def test_layer_norm_eps_left_free_by_the_paper_agrees_with_the_reference(tmp_path, eps, agrees):
     code, output, report, records = run_on_source(tmp_path, "norm.py", SOURCE.format(eps=eps), "-k",
                                                   "agrees_with_reference")
