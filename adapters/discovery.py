@@ -1223,6 +1223,7 @@ def module_builder(binding, bindings, convention):
         return Adapted(inner, binding.role, convention, binding.layout, binding.call,
                        binding.role == "positional_encoding" and binding.takes_token_ids, binding.adds_table)
     build.__name__ = f"build_{binding.role}"
+    build.target = binding.target  # the author's class, for the checks that watch its instances inside other blocks
     build.hyperparameters = hyperparameters_fed(binding, bindings)
     if binding.role == "model" and one_lookup_for_both_sides(binding, bindings, convention):
         build.hyperparameters.discard("tgt_vocab")  # (a Case then draws one vocabulary for both sides)
@@ -1707,7 +1708,7 @@ def stacks_in_the_model(bindings, found):
                 own = dict(plan_arguments(block, CANONICAL_CALLS[role]))
                 call = [(p.name, passed_on.get(p.name, own.get(p.name))) for p in forward_parameters(block)]
                 stacks[role] = Binding(role, names[type(block)], type(block), part_of=(model, path, bindings),
-                                       call=[(name, c) for name, c in call if c],
+                                       found_in="model", call=[(name, c) for name, c in call if c],
                                        notes=[f"(the model's {path}, as {model.name} builds it)"])
                 break
     return stacks

@@ -23,6 +23,7 @@ from adapters.discovery import TAKES_TOKEN_IDS
 from adapters.lint import self_attributes
 from adapters.submission import ImplementationNotFound, load_implementation
 from conformance import crashes, harness, verdicts
+from conformance.evidence import author_runs_it
 from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, Finding, summary_table
 
@@ -205,6 +206,11 @@ def classify(excinfo, component, locate=None, impl=None):
     fault = checker_fault(impl, component, crash, exc, excinfo.tb)
     if fault:
         return MISSING, fault[0], f"{fault[1]}: {message}. {MAP_IT}"
+    outer = author_runs_it(impl, component) if impl is not None else None
+    if outer is not None:
+        return (MISSING, "adapter.call_not_as_author", f"{component} crashed under the checker's call, while the "
+                f"author's own {outer} calls it without a crash: the checker does not call it as its author does "
+                f"({message}). {MAP_IT}")
     if "device" in str(exc) and ("Expected all tensors" in str(exc) or "same device" in str(exc)):
         return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
     return ERROR, crash.cause, message

@@ -1,0 +1,111 @@
+"""Evidence before blame (issue 23, ``conformance/evidence.py``): a block that crashes under the checker's call is
+the author's fault only where the author's own code crashes too. The attention below takes its padding as (batch,
+Lk) key vectors and its causality as a constructor flag: the checker's (batch, Lq, Lk) target mask does not fit it,
+while the author's layers and model call it their way without a crash."""
+from tests.suite import run_on_source
+
+ATTENTION = '''
+import math
+
+import torch
+import torch.nn as nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, h, causal=False):
+        super().__init__()
+        self.h, self.d_k, self.causal = h, d_model // h, causal
+        self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+
+    def forward(self, query, key, value, key_padding):
+        b, lq, lk = query.size(0), query.size(1), key.size(1)
+        q = self.w_q(query).view(b, lq, self.h, self.d_k).transpose(1, 2)
+        k = self.w_k(key).view(b, lk, self.h, self.d_k).transpose(1, 2)
+        v = self.w_v(value).view(b, lk, self.h, self.d_k).transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)
+        allowed = key_padding.reshape(b, 1, 1, lk)
+        if self.causal:
+            allowed = allowed & torch.ones(lq, lk, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~allowed, -1e9)
+        heads = torch.softmax(scores, dim=-1) @ v
+        return self.w_o(heads.transpose(1, 2).reshape(b, lq, self.h * self.d_k))
+'''
+
+LAYERS_AND_MODEL = '''
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.w_2(torch.relu(self.w_1(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, h, d_ff, dropout):
+        super().__init__()
+        self.attn, self.ff = MultiHeadAttention(d_model, h), FeedForward(d_model, d_ff)
+        self.norm_1, self.norm_2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, src_keys):
+        x = self.norm_1(x + self.drop(self.attn(x, x, x, src_keys)))
+        return self.norm_2(x + self.drop(self.ff(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, h, d_ff, dropout):
+        super().__init__()
+        self.self_attn, self.cross_attn = MultiHeadAttention(d_model, h, causal=True), MultiHeadAttention(d_model, h)
+        self.ff = FeedForward(d_model, d_ff)
+        self.norms = nn.ModuleList([nn.LayerNorm(d_model) for _ in range(3)])
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, memory, src_keys, tgt_keys):
+        x = self.norms[0](x + self.drop(self.self_attn(x, x, x, tgt_keys)))
+        x = self.norms[1](x + self.drop(self.cross_attn(x, memory, memory, src_keys)))
+        return self.norms[2](x + self.drop(self.ff(x)))
+
+
+class Transformer(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab, d_model=512, h=8, d_ff=2048, N=6, dropout=0.1, pad=0):
+        super().__init__()
+        self.pad, self.d_model = pad, d_model
+        self.src_embed, self.tgt_embed = nn.Embedding(src_vocab, d_model), nn.Embedding(tgt_vocab, d_model)
+        self.encoder = nn.ModuleList([EncoderLayer(d_model, h, d_ff, dropout) for _ in range(N)])
+        self.decoder = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout) for _ in range(N)])
+        self.out = nn.Linear(d_model, tgt_vocab)
+
+    def positions(self, length):
+        pos = torch.arange(length, dtype=torch.float32).unsqueeze(1)
+        rate = torch.pow(10000.0, -torch.arange(0, self.d_model, 2, dtype=torch.float32) / self.d_model)
+        table = torch.zeros(length, self.d_model)
+        table[:, 0::2], table[:, 1::2] = torch.sin(pos * rate), torch.cos(pos * rate)
+        return table
+
+    def forward(self, src, tgt):
+        src_keys, tgt_keys = src != self.pad, tgt != self.pad
+        x = self.src_embed(src) * math.sqrt(self.d_model) + self.positions(src.size(1))
+        for layer in self.encoder:
+            x = layer(x, src_keys)
+        y = self.tgt_embed(tgt) * math.sqrt(self.d_model) + self.positions(tgt.size(1))
+        for layer in self.decoder:
+            y = layer(y, x, src_keys, tgt_keys)
+        return self.out(y)
+'''
+
+SELECTION = ("-k", "multi_head_attention and future")
+
+
+def test_a_crash_the_authors_own_layers_do_not_show_is_no_error(tmp_path):
+    code, output, report, records = run_on_source(tmp_path, "model.py", ATTENTION + LAYERS_AND_MODEL, *SELECTION)
+    record = records[("multi_head_attention", "future_positions_do_not_change_earlier_outputs")]
+    assert (record["verdict"], record["cause"]) == ("missing", "adapter.call_not_as_author"), output
+    assert "the author's own encoder_layer calls it without a crash" in record["message"], output
+
+
+def test_the_same_crash_with_no_caller_of_the_authors_stays_an_error(tmp_path):
+    code, output, report, records = run_on_source(tmp_path, "attention.py", ATTENTION, *SELECTION)
+    record = records[("multi_head_attention", "future_positions_do_not_change_earlier_outputs")]
+    assert (record["verdict"], record["cause"]) == ("error", "error.shape_mismatch"), output
