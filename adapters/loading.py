@@ -673,6 +673,69 @@ def _continue_class(cls, cell: Cell, filename: str, namespace: dict, out) -> boo
     return True
 
 
+class MissingPackage(ImportError):
+    """Raised when code uses something from a package that is not installed here (a placeholder stood in for it
+    while loading): the author's environment had it, so this is no mistake of the code."""
+
+
+class _Placeholder(type):
+    """The metaclass of what a placeholder module hands out: a class that can be subclassed or passed around, and
+    raises :class:`MissingPackage` when called or instantiated; its attributes are placeholders too."""
+
+    def __getattr__(cls, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _placeholder(f"{cls.__qualname__}.{name}", cls.package)
+
+    def __call__(cls, *args, **kwargs):
+        raise MissingPackage(f"{cls.__qualname__} comes from {cls.package}, which is not installed here",
+                             name=cls.package)
+
+
+def _placeholder(qualname: str, package: str) -> type:
+    return _Placeholder(qualname.rsplit(".", 1)[-1], (), {"__qualname__": qualname, "package": package})
+
+
+def _placeholder_module(name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__path__ = []  # a package: its submodules are placeholders too
+
+    def attribute(attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _placeholder(f"{name}.{attr}", name.split(".")[0])
+
+    module.__getattr__ = attribute
+    return module
+
+
+PLACEHOLDER_ATTEMPTS = 8
+"""How many missing packages one module's import may stand in for before loading gives up on it."""
+
+
+def _import_with_placeholders(result: LoadedCode, name: str, directory: Path, cell_timeout: float, out) -> None:
+    """Import module ``name`` of the project; where it stops on a package that is not installed here (and is no
+    part of the project), stand a placeholder module in for that package, note it, and import again: the project's
+    classes still load, and code that uses the package raises :class:`MissingPackage` when it runs."""
+    for _ in range(PLACEHOLDER_ATTEMPTS):
+        known = {problem.message for problem in result.problems}
+        exc = _execute(result, result.cells[0], lambda: importlib.import_module(name),
+                       time.monotonic() + cell_timeout, cell_timeout, None, out)
+        if exc is not None and len(result.problems) > len(known) and result.problems[-1].message in known:
+            result.problems.pop()  # a module imported earlier already met this failure
+        missing = getattr(exc, "name", None) if type(exc) is ModuleNotFoundError else None
+        if not missing or missing in sys.modules or (directory / missing.split(".")[0]).exists() \
+                or (directory / f"{missing.split('.')[0]}.py").exists():
+            return
+        for depth in range(1, missing.count(".") + 2):
+            parent = ".".join(missing.split(".")[:depth])
+            sys.modules.setdefault(parent, _placeholder_module(parent))
+        result.unbound[missing.split(".")[0]] = f"{missing} is not installed here: a placeholder stood in for it"
+        if result.problems and result.problems[-1].kind == "import":
+            result.problems[-1].message += " (a placeholder stood in for it; the module was imported again)"
+        sys.modules.pop(name, None)
+
+
 def _import_package(result: LoadedCode, cell_timeout: float) -> None:
     """Import a package directory as its author does, under its own name (its parent is on ``sys.path``, so
     ``from transformer.Layers import ...`` works), then each of its submodules: their classes are the project's
@@ -691,11 +754,7 @@ def _import_package(result: LoadedCode, cell_timeout: float) -> None:
     for info in pkgutil.walk_packages([str(directory)], prefix=f"{name}."):
         if info.name.rsplit(".", 1)[-1].startswith(("test", "_")) or info.name in sys.modules:
             continue
-        known = {problem.message for problem in result.problems}
-        _execute(result, result.cells[0], lambda: importlib.import_module(info.name),
-                 time.monotonic() + cell_timeout, cell_timeout, None, out)
-        if len(result.problems) > len(known) and result.problems[-1].message in known:
-            result.problems.pop()  # the package's own import already met this failure
+        _import_with_placeholders(result, info.name, directory.parent, cell_timeout, out)
     result.cells[0].output = out.text
 
 
@@ -717,11 +776,7 @@ def _import_project(result: LoadedCode, cell_timeout: float) -> None:
             name = name.removesuffix(".__init__")
         if name in sys.modules:
             continue
-        known = {problem.message for problem in result.problems}
-        _execute(result, result.cells[0], lambda: importlib.import_module(name),
-                 time.monotonic() + cell_timeout, cell_timeout, None, out)
-        if len(result.problems) > len(known) and result.problems[-1].message in known:
-            result.problems.pop()  # a module imported earlier already met this failure
+        _import_with_placeholders(result, name, directory, cell_timeout, out)
     result.cells[0].output = out.text
 
 

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from adapters.discovery import TAKES_TOKEN_IDS
 from adapters.lint import self_attributes
+from adapters.loading import MissingPackage
 from adapters.submission import ImplementationNotFound, load_implementation
 from conformance import crashes, harness, verdicts
 from conformance.evidence import author_runs_it
@@ -242,6 +243,9 @@ def checker_fault(impl, component, crash, exc, tb):
     if impl is None:
         return None
     missing = getattr(exc, "name", None)
+    if isinstance(exc, MissingPackage):
+        return "adapter.import_failed", (f"{exc}: a package missing here, not a mistake (a placeholder stood in "
+                                         "for it while loading)")
     if crash.cause == "error.undefined_name" and missing in getattr(impl, "unbound", {}):
         return "adapter.import_failed", (f"{missing!r} was to come from an import that failed while loading "
                                          f"({impl.unbound[missing]}): a package missing here, not a mistake")

@@ -4,6 +4,7 @@ import json
 import os
 import pickle
 import signal
+import sys
 import threading
 import traceback
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from adapters.loading import detect_kind, extract_cells, load_code
-from tests.suite import SEEDS, seed
+from tests.suite import SEEDS, run_suite, seed
 
 
 NOTEBOOK = nbformat.writes(nbformat.v4.new_notebook(cells=[
@@ -334,3 +335,50 @@ def test_real_seeds_load():
                    if isinstance(v, type) and issubclass(v, torch.nn.Module) and v.__module__ == result.module.__name__]
         assert classes, f"{path.name}: no nn.Module subclass; problems: {[p.message for p in result.problems]}"
     assert {"notebook", "notebook-text", "markdown"} <= detected
+
+
+PROJECT_NEEDING_PACKAGES = {
+    "data.py": "from datasets_not_installed_here import load_dataset\nimport tokenizers_not_here.models as tm\n",
+    "model.py": '''
+import torch
+import torch.nn as nn
+
+from data import load_dataset
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.w_2(torch.relu(self.w_1(x)))
+
+
+class Generator(nn.Module):
+    def __init__(self, d_model, vocab_size):
+        super().__init__()
+        self.proj = nn.Linear(d_model, vocab_size)
+        self.vocabulary = load_dataset("a corpus")
+
+    def forward(self, x):
+        return torch.log_softmax(self.proj(x), dim=-1)
+''',
+}
+
+
+def test_a_package_missing_here_is_stood_in_for_and_its_use_is_no_finding(tmp_path):
+    """A project module importing packages that are not installed here (directly or through another module of the
+    project) still loads: placeholders stand in, so its classes are found; code that uses such a package gets
+    ``adapter.import_failed`` (missing), never an error of the author's."""
+    for name, source in PROJECT_NEEDING_PACKAGES.items():
+        (tmp_path / "project" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "project" / name).write_text(source)
+    loaded = load_code(tmp_path / "project")
+    assert {"FeedForward", "Generator"} <= set(vars(loaded.module)) | {
+        n for m in loaded.project_modules() for n in vars(sys.modules[m])}
+    assert any("placeholder stood in" in p.message for p in loaded.problems), [p.message for p in loaded.problems]
+    code, output, report = run_suite(f"--impl={tmp_path / 'project'}", "-k", "output_shape", tmp_path=tmp_path)
+    verdicts = {(c["component"], c["verdict"], c["cause"]) for c in report["checks"]}
+    assert ("feed_forward", "pass", "") in verdicts, output
+    assert ("generator", "missing", "adapter.import_failed") in verdicts, output
