@@ -19,6 +19,7 @@ and which an adapter file (``conformance.toml`` next to the code, see :func:`rea
 """
 import ast
 import contextlib
+import contextvars
 import copy
 import dataclasses
 import difflib
@@ -541,12 +542,29 @@ def constructed_by_name(binding, bindings):
             and namespace.get(b.name) is b.target]
 
 
+AUTHORS_OWN = contextvars.ContextVar("authors_own", default=None)
+"""While :func:`authors_own_blocks` lasts: the list of the roles whose reference graft could not be avoided."""
+
+
+@contextlib.contextmanager
+def authors_own_blocks():
+    """Build blocks from the author's own sub-blocks only, broken or not: no stand-in, and a reference graft only
+    where the author's sub-block cannot even be built (its role is then added to the list this yields), so that a
+    block runs as its author wrote it."""
+    grafted = []
+    token = AUTHORS_OWN.set(grafted)
+    try:
+        yield grafted
+    finally:
+        AUTHORS_OWN.reset(token)
+
+
 @contextlib.contextmanager
 def standing_in(binding, cfg, bindings, convention):
     """While ``binding``'s class is built, the broken classes it builds by name are replaced in its module by
     stand-ins (:func:`stand_in`), so that its own code is still checked (the grafting of :func:`build_sub_block`
     for blocks a class makes itself)."""
-    broken = constructed_by_name(binding, bindings)
+    broken = constructed_by_name(binding, bindings) if AUTHORS_OWN.get() is None else []
     namespace = binding.target.__init__.__globals__ if broken else {}
     for b in broken:
         namespace[b.name] = stand_in(b, cfg, convention)
@@ -640,11 +658,14 @@ def build_sub_block(binding, cfg, bindings, depth, convention="keep"):
     """A sub-block handed to a constructor (``EncoderBlock(features, attention_block, ...)``): the candidate's own,
     or, when the candidate's cannot even be built (its own checks report why), the reference's, so that the
     enclosing block's own code is still checked (the mapping notes say so)."""
-    if not binding.composes:
+    own = AUTHORS_OWN.get()
+    if not binding.composes and own is None:
         return grafted_reference(binding.role, cfg)
     try:
         return build_from_plan(binding, cfg, bindings, depth, convention)
     except Exception:  # the candidate's own code; its role's checks report the error
+        if own is not None:
+            own.append(binding.role)
         return grafted_reference(binding.role, cfg)
 
 

@@ -8,14 +8,16 @@ from conformance.reports import report
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m conformance", description="Check Transformer implementations "
+                                     "against 'Attention Is All You Need' and grade classes of them.")
     commands = parser.add_subparsers(dest="command", required=True)
     report_command = commands.add_parser("report", help="check implementations and write their reports")
     report_command.add_argument("impls", nargs="+", metavar="IMPL", help="file, notebook, package, module name")
     report_command.add_argument("--out", default="reports", help="output folder (default: reports/)")
     report_command.add_argument("--timeout", type=float, default=600, help="seconds allowed to one implementation")
     from conformance.grading import runner as grading
-    grading.add_arguments(commands.add_parser("grade", help="grade a folder of submissions (see conformance.grading.runner)"))
+    grading.add_arguments(commands.add_parser("grade", help="grade a folder of submissions",
+                                              description=grading.GRADE_DESCRIPTION, epilog=grading.PYTEST_EPILOG))
     args, pytest_args = parser.parse_known_args(argv)
     if args.command == "grade":
         return grading.run(args, pytest_args)

@@ -7,7 +7,7 @@ and every instance of the sub-block's class inside it returns, the sub-block wor
 its crash under the checker's own call says only that the checker does not know how to call it."""
 import functools
 
-from adapters.discovery import behaves
+from adapters.discovery import authors_own_blocks, behaves
 from conformance.interface import ROLES
 
 ENCLOSING = {
@@ -28,8 +28,9 @@ assert set(ENCLOSING) <= set(ROLES) and all(set(outer) <= set(ROLES) for outer i
 
 
 def author_runs_it(impl, role):
-    """The enclosing role whose canonical call ran every call of ``role``'s class inside it to its end, or None.
-    None also when the role's class is unknown (declared roles, functions) or no enclosing block runs."""
+    """The enclosing role whose canonical call, built from the author's own sub-blocks only, ran every call of
+    ``role``'s class inside it to its end, or None. None also when the role's class is unknown (declared roles,
+    functions) or no enclosing block runs."""
     return _author_runs_it(impl, role)
 
 
@@ -38,9 +39,8 @@ def _author_runs_it(impl, role):
     cls = getattr(impl.roles.get(role), "target", None)
     if not isinstance(cls, type) or "forward" not in vars(cls):
         return None
-    broken = impl.broken or set()
     for outer in ENCLOSING.get(role, ()):
-        if not impl.has(outer) or outer in broken or outer in impl.grafts:
+        if not impl.has(outer):
             continue
         calls = {"started": 0, "returned": 0}
         own = cls.forward
@@ -53,9 +53,10 @@ def _author_runs_it(impl, role):
 
         cls.forward = watched
         try:
-            problem = behaves(impl, outer)
+            with authors_own_blocks() as grafted:  # the outer block as its author wrote it: no reference inside
+                problem = behaves(impl, outer)
         finally:
             cls.forward = own
-        if problem is None and calls["started"] and calls["started"] == calls["returned"]:
+        if problem is None and not grafted and calls["started"] and calls["started"] == calls["returned"]:
             return outer
     return None

@@ -63,8 +63,9 @@ hypothesis.core.function_digest = function_digest
 def pytest_addoption(parser):
     group = parser.getgroup("conformance", "Transformer conformance checks")
     group.addoption("--impl", default=os.environ.get(IMPL_ENV_VAR, "reference"),
-                    help="implementation under test: 'reference', 'torch', a module name, a .py file or a "
-                         f"package directory (default: ${IMPL_ENV_VAR} or 'reference')")
+                    help="implementation under test: 'reference', 'torch', a module name, a .py file, a project "
+                         "folder or package, a Jupyter notebook (.ipynb) or its text export, a markdown post "
+                         f"(default: ${IMPL_ENV_VAR} or 'reference')")
     group.addoption("--device", default="cpu", help="device every check runs on (cpu, cuda, cuda:1, ...)")
     group.addoption("--contract", default="paper", choices=CONTRACTS,
                     help="the contract claimed: 'paper' (post-norm) or 'practice' (pre-norm with final LayerNorm)")

@@ -477,6 +477,12 @@ def size(text):
     return int(float(text[:-1]) * units[text[-1]]) if text[-1:] in units else int(text)
 
 
+GRADE_DESCRIPTION = ("Grade a folder of submissions: each file or folder in it (a notebook, a .py, a markdown post, a "
+                     "project) is checked in its own process, and the reports go to the output folder.")
+PYTEST_EPILOG = ("Options not listed here go to pytest, for every submission: -m multi_head_attention or -k layer_norm "
+                 "select checks, --hypothesis-profile=ci draws the suite's own examples.")
+
+
 def add_arguments(parser):
     parser.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="a folder of submissions (files or folders)")
     parser.add_argument("--out", help="output folder (default: reports/<name of SUBMISSIONS_DIR>/)")
@@ -495,6 +501,15 @@ def add_arguments(parser):
 
 
 def run(args, pytest_args):
+    folder = Path(args.submissions)
+    if not folder.is_dir():
+        print(f"conformance-grade: {args.submissions}: " + ("not a folder (give the folder that holds the "
+              "submissions)" if folder.exists() else "no such folder"), file=sys.stderr)
+        return 2
+    if not discover(folder):
+        print(f"conformance-grade: {args.submissions} holds no submission (a file or a folder whose name does not "
+              "start with '.' or '_'): nothing graded", file=sys.stderr)
+        return 1
     try:
         results = grade(args.submissions, args.out, jobs=args.jobs, timeout=args.timeout, memory=args.memory,
                         output_limit=args.output_limit, force=args.force, rubric=args.rubric, pytest_args=pytest_args,
@@ -509,7 +524,7 @@ def run(args, pytest_args):
 
 def main(argv=None):
     """The ``conformance-grade`` console script; unknown options go to pytest (``-m layer_norm``, ``-k ...``)."""
-    parser = argparse.ArgumentParser(prog="conformance-grade", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="conformance-grade", description=GRADE_DESCRIPTION, epilog=PYTEST_EPILOG)
     add_arguments(parser)
     args, pytest_args = parser.parse_known_args(argv)
     return run(args, pytest_args)
