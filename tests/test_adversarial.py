@@ -112,6 +112,16 @@ def test_hard_coded_outputs_and_lying_tensors_fail(graded):
     assert any(c["cause"] == "multi_head_attention.output_not_tensor" for c in mha)
 
 
+def test_outputs_claiming_equality_gain_nothing_over_the_same_bug_told_honestly(graded):
+    """The honest submission's bug (unscaled attention) with every output of its attention turned into a tensor
+    subclass that claims to equal anything: no verdict may improve, so its score is at most the honest one's."""
+    results, _ = graded
+    liar, honest = results["liar_over_bug"], results["honest"]
+    assert liar["status"] == "graded", liar["reason"]
+    assert liar["score"] <= honest["score"], (liar["score"], honest["score"])
+    assert any(c["cause"] == "multi_head_attention.output_not_tensor" for c in liar["checks"])
+
+
 @pytest.mark.parametrize("name, status", [("hang", "timeout"), ("crash", "crashed"), ("print_megabytes", "output limit")])
 def test_runs_that_end_badly_say_so(graded, name, status):
     result = graded[0][name]
