@@ -106,6 +106,7 @@ def never_defined(name, problem):
         raise Unusable("error.cell_does_not_compile", f"{name} defined by code Python accepts",
                        f"{name} is defined in a cell that does not compile, so it does not exist: {problem}")
     undefined.__name__ = name
+    undefined.never_compiled = True  # no code to read either: the checks that read code say the same error
     return undefined
 
 

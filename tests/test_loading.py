@@ -174,6 +174,19 @@ def test_role_defined_in_a_cell_that_does_not_compile_is_an_error_not_missing(tm
     assert any(n.startswith("subsequent_mask: subsequent_mask is defined in a cell") for n in impl.notes)
 
 
+def test_a_class_whose_cell_does_not_compile_passes_no_check_that_reads_code(tmp_path):
+    """Its code cannot be read either: the checks that read code give its error too, none passes on nothing."""
+    from adapters.submission import load_implementation
+    from conformance import test_construction
+    from conformance.verdicts import Unusable
+    text = ("In [1]:\nimport torch.nn as nn\n\nIn [2]:\nclass MultiHeadAttention(nn.Module):\n"
+            "    def forward(self, query, key, value, mask=None)\n        return query\n")
+    impl = load_implementation(write(tmp_path, "nb.txt", text))
+    with pytest.raises(Unusable) as caught:
+        test_construction.test_names_read_are_defined(impl, "multi_head_attention")
+    assert caught.value.cause == "error.cell_does_not_compile"
+
+
 def test_missing_module_is_an_import_problem_and_the_cell_goes_on(tmp_path):
     code = "import math\nimport no_such_module_xyz\nfrom no_such_module_xyz import thing\nafter = math.pi\n"
     result = load_code(write(tmp_path, "code.txt", code))
