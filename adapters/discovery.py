@@ -1194,8 +1194,11 @@ def function_role(binding, convention):
         arguments = plan_arguments(target, CANONICAL_CALLS[role])
 
         def padding_mask(tokens, pad_idx):
-            named = dict(zip(CANONICAL_CALLS[role], (tokens, pad_idx)))
-            return from_convention(target(**adapt_arguments(arguments, named, None)), convention)
+            named = in_layout(dict(zip(CANONICAL_CALLS[role], (tokens, pad_idx))), binding.layout)
+            mask = from_convention(target(**adapt_arguments(arguments, named, None)), convention)
+            if binding.layout == SEQUENCE_FIRST and isinstance(mask, torch.Tensor) and mask.shape == tokens.shape:
+                mask = mask.unsqueeze(-2)  # torch's key-padding mask, (batch, length) in either layout
+            return mask
         return padding_mask
     return attention_function(binding, convention)
 
@@ -1938,6 +1941,17 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                 bindings[role].layout = SEQUENCE_FIRST
                 bindings[role].notes.append("(sequence, batch, d_model) tensors, as the rest of the code")
                 roles[role] = module_builder(bindings[role], bindings, convention)
+        helper = bindings.get("padding_mask")
+        if helper is not None and not helper.works:  # a helper for (sequence, batch) tokens, as the model takes?
+            helper.layout = SEQUENCE_FIRST
+            roles["padding_mask"] = role_builder(helper, bindings, convention)
+            if behaves(Implementation(module_name, roles), "padding_mask") is None:
+                helper.works = True
+                helper.notes.append("((sequence, batch) tokens, as the rest of the code)")
+                notes[:] = [n for n in notes if not n.startswith("padding_mask: ") or "does not work" not in n]
+            else:
+                helper.layout = None
+                roles["padding_mask"] = role_builder(helper, bindings, convention)
     helper = next((r for r in ("subsequent_mask", "padding_mask") if r in bindings), None)
     if helper and "convention" not in masks:  # the subsequent-mask helper's word first, else the padding helper's
         inferred = infer_convention(bindings[helper].target, helper)

@@ -275,3 +275,49 @@ def test_a_target_mask_helper_taking_tokens_is_checked_on_a_padded_target(tmp_pa
         verdicts[name] = {(c["verdict"], c.get("cause")) for c in report["checks"]}
     assert verdicts["keys"] == {("pass", "")}, verdicts
     assert verdicts["queries"] == {("fail", "subsequent_mask.padding_masks_queries")}, verdicts
+
+
+SEQUENCE_FIRST_MODEL = '''
+import torch
+import torch.nn as nn
+
+
+def square_subsequent_mask(size):
+    """True above the diagonal: the later positions are blocked."""
+    return torch.ones(size, size, dtype=torch.bool).triu(1)
+
+
+def create_padding_mask(tokens, pad_idx):
+    """(batch, seq_len) from (seq_len, batch) tokens, as nn.Transformer takes it: True at {where}."""
+    return (tokens {op} pad_idx).transpose(0, 1)
+
+
+class Translator(nn.Module):
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model, nhead, num_layers, dim_feedforward, dropout):
+        super().__init__()
+        self.src_emb = nn.Embedding(src_vocab_size, d_model)
+        self.tgt_emb = nn.Embedding(tgt_vocab_size, d_model)
+        self.transformer = nn.Transformer(d_model, nhead, num_layers, num_layers, dim_feedforward, dropout)
+        self.out = nn.Linear(d_model, tgt_vocab_size)
+
+    def forward(self, src, tgt, tgt_mask=None, src_padding_mask=None):
+        return self.out(self.transformer(self.src_emb(src), self.tgt_emb(tgt), tgt_mask=tgt_mask,
+                                         src_key_padding_mask=src_padding_mask,
+                                         memory_key_padding_mask=src_padding_mask))
+'''
+
+
+def test_a_padding_helper_of_sequence_first_code_is_given_sequence_first_tokens(tmp_path):
+    """Code written for torch's (seq_len, batch) tokens makes its (batch, seq_len) key-padding masks from them: the
+    helper is called in that layout, so only a real mistake in it is reported."""
+    verdicts = {}
+    for name, where, op in (("right", "the padding", "=="), ("inverted", "the real tokens", "!=")):
+        path = write(tmp_path / name, {"translator.py": SEQUENCE_FIRST_MODEL.format(where=where, op=op)})
+        impl = load_implementation(str(path / "translator.py"))
+        assert "padding_mask: create_padding_mask ((sequence, batch) tokens, as the rest of the code)" in impl.notes, \
+            impl.notes
+        _, output, report = run_suite(f"--impl={path / 'translator.py'}", "-k", "padding_mask_helper",
+                                      tmp_path=tmp_path / name)
+        verdicts[name] = {(c["verdict"], c.get("cause")) for c in report["checks"]}
+    assert verdicts["right"] == {("pass", "")}, verdicts
+    assert verdicts["inverted"] == {("fail", "padding_mask.inverted")}, verdicts
