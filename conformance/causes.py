@@ -25,6 +25,13 @@ PARAMETER_VARIANTS = ("projections_without_bias", "final_norm_missing", "extra_f
 MISPLACEMENTS = ("norm_missing", "norm_on_sublayer_output", "residual_missing", "norm_on_residual_branch",
                  "norm_twice", "sublayer_output_unused")
 """The broken placements of the residual connection and its norm of ``conformance.test_norm_order.PLACEMENTS``."""
+KNOWN_DEVIATIONS = ("pre_norm", "extra_final_norm", "gelu", "unbiased_std", "unbiased_std_eps_outside_root",
+                    "input_scaled_by_sqrt_d_model", "timing_signal", "generator_logits", "generator_softmax")
+KNOWN_BUGS = ("norm_on_sublayer_output", "residual_missing", "norm_missing", "relu_missing", "relu_on_output",
+              "divides_by_variance", "eps_outside_root", "scaled_by_sqrt_d_model", "scaled_by_d_k", "unscaled",
+              "heads_merged_without_transpose")
+"""The variants of the reference in ``conformance.variants.VARIANTS`` that an output can be recognised as: the
+deviations (named variants of the paper) and the bugs."""
 
 
 def one_or_more(names):
@@ -37,6 +44,9 @@ PLACEHOLDERS = {
     "component": ("|".join(ROLE_NAMES), "the role checked (`multi_head_attention`, `encoder`, ...)"),
     "role": ("|".join(ROLE_NAMES), "a sub-block of that role, where the difference from the reference lies"),
     "exception": (r"[A-Za-z_]\w*", "the class name of the exception the code raised"),
+    "deviations": (one_or_more(KNOWN_DEVIATIONS), "one or more of " + ", ".join(f"`{v}`" for v in KNOWN_DEVIATIONS)
+                   + ", joined by `+`"),
+    "bugs": (one_or_more(KNOWN_BUGS), "one or more of " + ", ".join(f"`{v}`" for v in KNOWN_BUGS) + ", joined by `+`"),
     "variants": (one_or_more(PARAMETER_VARIANTS), "one or more of " + ", ".join(f"`{v}`" for v in PARAMETER_VARIANTS)
                  + ", joined by `+`"),
     "misplacements": (one_or_more(MISPLACEMENTS), "one or more of " + ", ".join(f"`{v}`" for v in MISPLACEMENTS)
@@ -77,7 +87,7 @@ CATALOGUE = (
     E("error.super_init_missing", "", "a module assigns sub-modules or parameters before calling "
       "super().__init__()"),
     E("error.super_names_wrong_class", "", "super(Name, self) names a class that does not exist (renamed)"),
-    E("error.attribute_never_assigned", "", "a method reads self.<name>, which the class's __init__ never assigns"),
+    E("error.attribute_never_assigned", "", "a method reads an attribute of self that the class's __init__ never assigns"),
     E("error.none_used_as_tensor", "", "None reached code that expects a tensor (a function without a return)"),
     E("error.undefined_name", "", "the code uses a name that is defined nowhere it can see"),
     E("error.forward_nested_in_init", "", "forward is indented into __init__, so the class has no forward method"),
@@ -141,6 +151,10 @@ CATALOGUE = (
     E("{component}.attention_dropout", "§5.4", "dropout on the attention weights, a common variant the paper does "
       "not describe"),
     E("{component}.batch_dependence", "§3", "a sample's output depends on the other samples of its batch"),
+    E("{component}.{deviations}", "§3", "the outputs are the reference's changed by named variants of the paper "
+      "(pre-norm, GELU, ...)"),
+    E("{component}.{bugs}", "§3", "the outputs are the reference's changed by known mistakes (no residual, no "
+      "ReLU, a wrong scale, ...)"),
     E("{component}.disagrees_with_reference", "§3", "the outputs differ from the reference given the same weights"),
     E("{component}.disagrees_in_{role}", "§3", "the outputs differ from the reference, and the difference lies in "
       "this sub-block"),
@@ -392,12 +406,16 @@ def require(cause_id):
     return entry
 
 
+def markdown_text(text):
+    """``text`` with the characters markdown would read as markup escaped."""
+    return re.sub(r"([_*<|])", r"\\\1", text)
+
+
 def markdown():
     """The catalogue as a markdown table: id, section, meaning."""
     rows = ["| Cause | Section | Meaning |", "|---|---|---|"]
-    rows += [f"| `{entry.pattern}` | {entry.section or '—'} | {entry.meaning} |" for entry in CATALOGUE]
+    rows += [f"| `{entry.pattern}` | {entry.section or '—'} | {markdown_text(entry.meaning)} |" for entry in CATALOGUE]
     placeholders = [f"- `{{{name}}}`: {words}" for name, (_, words) in PLACEHOLDERS.items()]
     return "\n".join(["# Causes", "", "Every cause id a verdict may carry (`conformance/causes.py`; regenerate with "
                       "`python -m conformance causes --markdown > docs/causes.md`). A part in braces stands for:",
                       "", *placeholders, "", *rows]) + "\n"
-

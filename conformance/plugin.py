@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, settings
 from adapters.discovery import TAKES_TOKEN_IDS
 from adapters.lint import self_attributes
 from adapters.submission import load_implementation
-from conformance import crashes, harness, verdicts
+from conformance import causes, crashes, harness, verdicts
 from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, Finding, summary_table
 
@@ -167,7 +167,16 @@ def is_checker_code(filename):
 
 def classify(excinfo, component, locate=None, impl=None):
     """(verdict, cause, message) for an exception raised by a check; ``impl`` (the implementation) tells the
-    crashes that are the checker's own doing (:func:`checker_fault`)."""
+    crashes that are the checker's own doing (:func:`checker_fault`). Every verdict record's cause comes from here:
+    a cause ``conformance.causes`` does not list raises :class:`conformance.causes.UnlistedCause`, naming it (an
+    internal error of the checker, not a verdict on the code)."""
+    verdict, cause, message = diagnosis(excinfo, component, locate, impl)
+    causes.require(cause)
+    return verdict, cause, message
+
+
+def diagnosis(excinfo, component, locate, impl):
+    """:func:`classify`'s (verdict, cause, message), the cause not yet checked against the catalogue."""
     exc = excinfo.value
     if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause.endswith((".dropout_missing",
                                                                                 ".dropout_rate_ignored")) \
