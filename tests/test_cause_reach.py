@@ -1,0 +1,206 @@
+"""Causes of the catalogue (``conformance/causes.py``) that no mutant or answer key reaches, each reached here: a
+small implementation with the property, run through the check that names it, asserted to give that cause (and, where
+two causes are easily confused, not the other)."""
+import inspect
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conformance import test_masks, test_positional_encoding
+from conformance.interface import Config, Implementation
+from conformance.verdicts import Finding
+from reference import transformer as ref
+
+CFG = Config(d_model=8, h=2, d_ff=16, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=13, max_len=12)
+DRAWN = dict(cfg=CFG, batch=3, src_len=5, tgt_len=4, dtype=torch.float64, seed=1)
+
+
+def cause_of(check, component, roles, contract="paper", **drawn):
+    """The cause ``check`` gives for ``component`` on the reference with ``roles`` in place of its own ("pass" when
+    it passes), on one drawn setting (:data:`DRAWN`, changed by ``drawn``)."""
+    impl = Implementation("test", {**ref.CONFORMANCE_ROLES, **roles})
+    run = check.hypothesis.inner_test
+    arguments = dict(impl=impl, device="cpu", component=component, drawn={**DRAWN, **drawn})
+    if "contract" in inspect.signature(run).parameters:
+        arguments["contract"] = contract
+    try:
+        run(**arguments)
+    except Finding as finding:
+        return finding.cause
+    return "pass"
+
+
+# -- the subsequent mask: inverted and one position too far are told apart ------------------------------------
+def inverted_subsequent_mask(size):
+    return torch.triu(torch.ones(1, size, size, dtype=torch.bool), 1)
+
+
+def next_position_subsequent_mask(size):
+    return torch.tril(torch.ones(1, size, size, dtype=torch.bool), 1)
+
+
+def test_an_inverted_subsequent_mask_and_one_seeing_the_next_position_are_told_apart():
+    check = test_masks.test_subsequent_mask_helper
+    assert cause_of(check, "subsequent_mask", {"subsequent_mask": inverted_subsequent_mask}) == \
+        "subsequent_mask.inverted"
+    assert cause_of(check, "subsequent_mask", {"subsequent_mask": next_position_subsequent_mask}) == \
+        "subsequent_mask.includes_next_position"
+    assert cause_of(check, "subsequent_mask", {}) == "pass"
+
+
+def test_a_subsequent_mask_wrong_in_no_named_way():
+    def mask(size):
+        return torch.tril(torch.ones(1, size, size, dtype=torch.bool), -2)
+    assert cause_of(test_masks.test_subsequent_mask_helper, "subsequent_mask", {"subsequent_mask": mask}) == \
+        "subsequent_mask.wrong"
+
+
+# -- the positional encoding -----------------------------------------------------------------------------------
+def angles(max_len, d_model, exponent=lambda two_i, d: two_i / d, base=10000.0, start=0):
+    """pos / base^exponent(2i, d_model) for every position and every column pair, ``(max_len, d_model / 2)``."""
+    position = torch.arange(start, start + max_len, dtype=torch.float64).unsqueeze(1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    return position / torch.pow(base, exponent(two_i, d_model))
+
+
+def interleaved(even, odd):
+    table = torch.zeros(even.size(0), 2 * even.size(1), dtype=torch.float64)
+    table[:, 0::2], table[:, 1::2] = even, odd
+    return table
+
+
+def sinusoids(max_len, d_model, **options):
+    a = angles(max_len, d_model, **options)
+    return interleaved(torch.sin(a), torch.cos(a))
+
+
+def concatenated(max_len, d_model, frequencies):
+    a = torch.arange(max_len, dtype=torch.float64).unsqueeze(1) * frequencies
+    return torch.cat([torch.sin(a), torch.cos(a)], dim=1)
+
+
+def add(x, rows, dropout):
+    return dropout(x + rows)
+
+
+class Encoding(nn.Module):
+    """A positional encoding of ``(batch, length, d_model)`` inputs: the table ``table(max_len, d_model)`` held as
+    ``store`` says (a buffer, a trainable parameter or a plain attribute), its first rows combined with the input by
+    ``combine(x, rows, dropout)``."""
+
+    def __init__(self, d_model, dropout, max_len, table, combine, store):
+        super().__init__()
+        self.dropout, self.combine = nn.Dropout(dropout), combine
+        values = table(max_len, d_model).to(torch.get_default_dtype()).unsqueeze(0)
+        if store == "buffer":
+            self.register_buffer("pe", values)
+        elif store == "parameter":
+            self.pe = nn.Parameter(values)
+        else:
+            self.pe = values
+
+    def forward(self, x):
+        return self.combine(x, self.pe[:, : x.size(1)].to(x.dtype), self.dropout)
+
+
+def encoding(table=sinusoids, combine=add, store="buffer"):
+    """A builder of :class:`Encoding` (the role's canonical constructor)."""
+    def build(d_model, dropout, max_len=5000):
+        return Encoding(d_model, dropout, max_len, table, combine, store)
+    return build
+
+
+def dropped_twice(x, rows, dropout):
+    return dropout(x) + dropout(rows)
+
+
+TABLES = {
+    "exponent_uses_column_index": lambda n, d: sinusoids(n, d, exponent=lambda two_i, d: 2 * two_i / d),
+    "all_columns_cos": lambda n, d: interleaved(torch.cos(angles(n, d)), torch.cos(angles(n, d))),
+    "all_columns_sin": lambda n, d: interleaved(torch.sin(angles(n, d)), torch.sin(angles(n, d))),
+    "positions_start_at_1": lambda n, d: sinusoids(n, d, start=1),
+    "concatenated_sin_cos": lambda n, d: concatenated(n, d, torch.pow(10000.0, -torch.arange(0, d, 2) / d)),
+    "timing_signal": lambda n, d: concatenated(n, d, torch.pow(10000.0, -torch.arange(d // 2) / (d // 2 - 1))),
+    "table_scaled": lambda n, d: 3 * sinusoids(n, d),
+    "wrong_base": lambda n, d: sinusoids(n, d, base=1000.0),
+}
+COMBINATIONS = {
+    "zero_on_zero_input": lambda x, rows, dropout: dropout(x * rows),
+    "depends_on_batch_index": lambda x, rows, dropout: dropout(x + rows + torch.arange(x.size(0)).to(x)[:, None,
+                                                                                                      None]),
+}
+
+
+@pytest.mark.parametrize("cause, builder", [(f"positional_encoding.{name}", encoding(table=table))
+                                            for name, table in TABLES.items()]
+                         + [(f"positional_encoding.{name}", encoding(combine=combine))
+                            for name, combine in COMBINATIONS.items()], ids=[*TABLES, *COMBINATIONS])
+def test_a_table_of_a_known_mistake_is_named(cause, builder):
+    check = test_positional_encoding.test_values_match_closed_form
+    assert cause_of(check, "positional_encoding", {"positional_encoding": builder}) == cause
+
+
+class LastRows(Encoding):
+    """Adds the table's last rows, not its first."""
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[:, self.pe.size(1) - x.size(1):].to(x.dtype))
+
+
+class WholeTable(Encoding):
+    """Adds the whole table, whatever the length."""
+
+    def forward(self, x):
+        return self.dropout(x + self.pe.to(x.dtype))
+
+
+class OneFeatureShort(Encoding):
+    """Drops the last feature of shorter inputs."""
+
+    def forward(self, x):
+        out = self.dropout(x + self.pe[:, : x.size(1)].to(x.dtype))
+        return out if x.size(1) == self.pe.size(1) else out[..., :-1]
+
+
+@pytest.mark.parametrize("cause, cls", [("positional_encoding.wrong_rows", LastRows),
+                                        ("positional_encoding.not_sliced", WholeTable),
+                                        ("positional_encoding.shape", OneFeatureShort)])
+def test_inputs_shorter_than_max_len(cause, cls):
+    def build(d_model, dropout, max_len=5000):
+        return cls(d_model, dropout, max_len, sinusoids, add, "buffer")
+    check = test_positional_encoding.test_every_length_up_to_max_len
+    assert cause_of(check, "positional_encoding", {"positional_encoding": build}) == cause
+
+
+def test_a_table_held_as_a_plain_attribute_is_not_a_buffer():
+    check = test_positional_encoding.test_table_is_a_buffer_not_a_parameter
+    assert cause_of(check, "positional_encoding", {"positional_encoding": encoding(store="attribute")}) == \
+        "positional_encoding.table_not_a_buffer"
+    assert cause_of(check, "positional_encoding", {"positional_encoding": encoding(store="parameter")}) == \
+        "positional_encoding.table_is_trainable"
+
+
+@pytest.mark.parametrize("cause, combine", [
+    ("positional_encoding.multiplied_with_input", lambda x, rows, dropout: dropout(x * rows)),
+    ("positional_encoding.input_scaled_by_sqrt_d_model",
+     lambda x, rows, dropout: dropout(x * math.sqrt(x.size(-1)) + rows)),
+    ("positional_encoding.input_scaled", lambda x, rows, dropout: dropout(3 * x + rows)),
+    ("positional_encoding.input_dropped", lambda x, rows, dropout: dropout(rows.expand_as(x))),
+    ("positional_encoding.not_added", lambda x, rows, dropout: dropout(x * x + rows)),
+], ids=lambda v: v.split(".")[-1] if isinstance(v, str) else "")
+def test_what_is_added_to_the_input(cause, combine):
+    check = test_positional_encoding.test_added_to_input
+    assert cause_of(check, "positional_encoding", {"positional_encoding": encoding(combine=combine)}) == cause
+
+
+@pytest.mark.parametrize("cause, combine", [
+    ("positional_encoding.dropout_on_table_only", lambda x, rows, dropout: x + dropout(rows)),
+    ("positional_encoding.dropout_rate_ignored", lambda x, rows, dropout: nn.functional.dropout(
+        x + rows, 0.1, dropout.training)),
+    ("positional_encoding.dropout_wrong", dropped_twice),
+], ids=lambda v: v.split(".")[-1] if isinstance(v, str) else "")
+def test_where_dropout_falls(cause, combine):
+    check = test_positional_encoding.test_dropout_on_the_sums
+    assert cause_of(check, "positional_encoding", {"positional_encoding": encoding(combine=combine)}) == cause
