@@ -204,3 +204,96 @@ def test_what_is_added_to_the_input(cause, combine):
 def test_where_dropout_falls(cause, combine):
     check = test_positional_encoding.test_dropout_on_the_sums
     assert cause_of(check, "positional_encoding", {"positional_encoding": encoding(combine=combine)}) == cause
+
+
+# -- layer normalization ---------------------------------------------------------------------------------------
+def centred(x):
+    return x - x.mean(-1, keepdim=True)
+
+
+def variance(x):
+    return x.var(-1, keepdim=True, unbiased=False)
+
+
+class Norm(nn.Module):
+    """A LayerNorm computing ``formula(x, gain, bias)``, with a gain and a bias of d_model features unless
+    ``affine`` is False."""
+
+    def __init__(self, d_model, formula, affine=True):
+        super().__init__()
+        self.formula = formula
+        self.gain = nn.Parameter(torch.ones(d_model)) if affine else None
+        self.bias = nn.Parameter(torch.zeros(d_model)) if affine else None
+
+    def forward(self, x):
+        return self.formula(x, self.gain, self.bias)
+
+
+def norm(formula, affine=True):
+    def build(d_model):
+        return Norm(d_model, formula, affine)
+    return build
+
+
+def normalized(x, eps=1e-5):
+    return centred(x) / torch.sqrt(variance(x) + eps)
+
+
+NORMS = {
+    "mean_not_subtracted": ("normalizes_each_position", norm(lambda x, g, b: g * x / torch.sqrt(variance(x) + 1e-5)
+                                                             + b)),
+    "eps_too_large": ("normalizes_each_position", norm(lambda x, g, b: g * normalized(x, eps=0.5) + b)),
+    "small_variance_not_normalized": ("normalizes_each_position", norm(
+        lambda x, g, b: torch.where(variance(x) > 1e-2, g * normalized(x) + b, x))),
+    "not_shift_invariant": ("invariant_to_shift_and_scale", norm(
+        lambda x, g, b: g * normalized(x) + b + 0.1 * x.mean(-1, keepdim=True))),
+    "no_gain_or_bias": ("agrees_with_functional_layer_norm", lambda d_model: nn.LayerNorm(d_model,
+                                                                                          elementwise_affine=False)),
+    "gain_and_bias_not_found": ("agrees_with_functional_layer_norm", norm(lambda x, g, b: 2 * normalized(x),
+                                                                          affine=False)),
+    "no_bias": ("agrees_with_functional_layer_norm", lambda d_model: nn.LayerNorm(d_model, bias=False)),
+    "gain_and_bias_swapped": ("agrees_with_functional_layer_norm", norm(lambda x, g, b: b * normalized(x) + g)),
+}
+
+
+@pytest.mark.parametrize("name", NORMS)
+def test_a_layer_norm_with_a_known_mistake(name):
+    from conformance import test_layer_norm
+    check, builder = NORMS[name]
+    assert cause_of(getattr(test_layer_norm, f"test_{check}"), "layer_norm", {"layer_norm": builder}) == \
+        f"layer_norm.{name}"
+
+
+# -- the mask helpers and the masks' way through the decoder ---------------------------------------------------
+@pytest.mark.parametrize("cause, helper", [
+    ("padding_mask.pad_idx_ignored", lambda tokens, pad_idx: (tokens != 0).unsqueeze(-2)),
+    ("padding_mask.wrong", lambda tokens, pad_idx: ((tokens != pad_idx) & (tokens != 3)).unsqueeze(-2)),
+    ("padding_mask.not_a_tensor", lambda tokens, pad_idx: (tokens != pad_idx).tolist()),
+    ("padding_mask.additive_not_boolean", lambda tokens, pad_idx: torch.where(
+        tokens != pad_idx, 0.0, -math.inf).unsqueeze(-2)),
+    ("padding_mask.not_boolean", lambda tokens, pad_idx: 2.0 * (tokens != pad_idx).unsqueeze(-2)),
+], ids=lambda v: v.split(".")[-1] if isinstance(v, str) else "")
+def test_a_padding_mask_helper_with_a_known_mistake(cause, helper):
+    assert cause_of(test_masks.test_padding_mask_helper, "padding_mask", {"padding_mask": helper}, seed=3) == cause
+
+
+def test_a_target_mask_helper_without_its_causal_part():
+    def subsequent_mask(size):
+        return ref.subsequent_mask(size)
+    subsequent_mask.of_tokens = lambda tokens: (tokens != test_masks.PAD).unsqueeze(-2)
+    check = test_masks.test_target_mask_helper_masks_keys_not_queries
+    assert cause_of(check, "subsequent_mask", {"subsequent_mask": subsequent_mask}) == \
+        "subsequent_mask.target_mask_wrong"
+
+
+class UnmaskedSelfAttention(ref.DecoderLayer):
+    """A decoder layer whose self-attention sees every position, whichever mask it is given."""
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        return super().forward(x, memory, src_mask, torch.ones_like(tgt_mask))
+
+
+def test_a_leak_in_either_order_of_the_masks_is_not_told_apart():
+    check = test_masks.test_each_mask_reaches_its_attention
+    assert cause_of(check, "decoder_layer", {"decoder_layer": UnmaskedSelfAttention}) == \
+        "decoder_layer.masks_not_told_apart"
