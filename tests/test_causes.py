@@ -198,11 +198,14 @@ def keyed_ids():
 
 def asserted_ids():
     """The strings of ``tests/test_*.py`` that are cause ids the catalogue lists, written in an ``assert`` or in
-    the parameters of a test."""
+    the parameters of a test (its decorators, and the module's tables they name)."""
     for path in sorted(ROOT.glob("tests/test_*.py")):
         tree = ast.parse(path.read_text())
-        places = [n for n in ast.walk(tree) if isinstance(n, ast.Assert)] + [
-            d for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for d in n.decorator_list]
+        decorators = [d for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for d in n.decorator_list]
+        named = {n.id for d in decorators for n in ast.walk(d) if isinstance(n, ast.Name)}
+        tables = [n.value for n in tree.body if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id in named for t in n.targets)]
+        places = [n for n in ast.walk(tree) if isinstance(n, ast.Assert)] + decorators + tables
         yield from (n.value for place in places for n in ast.walk(place)
                     if isinstance(n, ast.Constant) and isinstance(n.value, str) and causes.is_listed(n.value))
 
