@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conformance import test_layer_norm, test_masks, test_positional_encoding
+from conformance import test_embeddings, test_layer_norm, test_masks, test_positional_encoding, test_shapes
 from conformance.interface import Config, Implementation
 from conformance.verdicts import Finding
 from reference import transformer as ref
@@ -294,3 +294,226 @@ def test_a_leak_in_either_order_of_the_masks_is_not_told_apart():
     check = test_masks.test_each_mask_reaches_its_attention
     assert cause_of(check, "decoder_layer", {"decoder_layer": UnmaskedSelfAttention}) == \
         "decoder_layer.masks_not_told_apart"
+
+
+# -- what a role builds and returns ------------------------------------------------------------------------------
+class HalfFeedForward(ref.PositionwiseFeedForward):
+    """Keeps half of its features."""
+
+    def forward(self, x):
+        return super().forward(x)[..., : x.size(-1) // 2]
+
+
+class Float32FeedForward(ref.PositionwiseFeedForward):
+    """Computes in float32 whatever the input."""
+
+    def forward(self, x):
+        return super().forward(x).float()
+
+
+class MeanOverBatch(ref.PositionwiseFeedForward):
+    """Adds the batch's mean: a sample's output depends on the others."""
+
+    def forward(self, x):
+        return super().forward(x) + x.mean(0, keepdim=True)
+
+
+class NoDropout(ref.PositionalEncoding):
+    """The encoding without its dropout."""
+
+    def forward(self, x):
+        return x + self.pe[:, : x.size(1)]
+
+
+class Shared(nn.Module):
+    """One linear map applied to every position (no feed-forward's two maps)."""
+
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.map = nn.Bilinear(d_model, d_model, d_model)
+
+    def forward(self, x):
+        return self.map(x, x)
+
+
+def behaviour(name):
+    from conformance import test_behaviour
+    return getattr(test_behaviour, name)
+
+
+@pytest.mark.parametrize("cause, check, component, roles", [
+    ("feed_forward.not_a_module", test_shapes.test_output_shape, "feed_forward",
+     {"feed_forward": lambda d_model, d_ff: (lambda x: x)}),
+    ("feed_forward.shape", test_shapes.test_output_shape, "feed_forward", {"feed_forward": HalfFeedForward}),
+    ("feed_forward.dtype", test_shapes.test_output_shape, "feed_forward", {"feed_forward": Float32FeedForward}),
+    ("feed_forward.batch_dependence", behaviour("test_samples_are_independent_of_batch"), "feed_forward",
+     {"feed_forward": MeanOverBatch}),
+    ("positional_encoding.dropout_missing", behaviour("test_dropout_acts_in_training"), "positional_encoding",
+     {"positional_encoding": NoDropout}),
+    ("feed_forward.reference_weights_unmappable", behaviour("test_agrees_with_reference"), "feed_forward",
+     {"feed_forward": Shared}),
+], ids=lambda v: v.split(".")[-1] if isinstance(v, str) else "")
+def test_what_a_role_builds_and_returns(cause, check, component, roles):
+    assert cause_of(check, component, roles) == cause
+
+
+# -- embeddings and the generator ------------------------------------------------------------------------------
+class ScaledEmbeddings(ref.Embeddings):
+    """Rows times ``factor(d_model)``."""
+
+    factor = staticmethod(math.sqrt)
+
+    def forward(self, tokens):
+        return self.lut(tokens) * self.factor(self.d_model)
+
+
+class TimesDModel(ScaledEmbeddings):
+    factor = staticmethod(float)
+
+
+class TimesThree(ScaledEmbeddings):
+    factor = staticmethod(lambda d: 3.0)
+
+
+class Squared(ref.Embeddings):
+    """Rows squared: no constant multiple of them."""
+
+    def forward(self, tokens):
+        return self.lut(tokens) ** 2
+
+
+class TwoTables(ref.Embeddings):
+    """Two tables of (vocab, d_model) added: which one is the embedding cannot be told."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__(vocab_size, d_model)
+        self.other = nn.Embedding(vocab_size, d_model)
+
+    def forward(self, tokens):
+        return (self.lut(tokens) + self.other(tokens)) * math.sqrt(self.d_model)
+
+
+class HalfLogProbabilities(ref.Generator):
+    """Log-probabilities halved: exp of them sums to neither 1 nor a softmax."""
+
+    def forward(self, x):
+        return super().forward(x) / 2 - 1
+
+
+@pytest.mark.parametrize("cause, component, roles", [
+    ("embedding.scaled_by_d_model", "embedding", {"embedding": TimesDModel}),
+    ("embedding.scale_wrong", "embedding", {"embedding": TimesThree}),
+    ("embedding.not_a_scaled_lookup", "embedding", {"embedding": Squared}),
+    ("embedding.table_unrecognised", "embedding", {"embedding": TwoTables}),
+], ids=lambda v: v.split(".")[-1] if isinstance(v, str) else "")
+def test_an_embedding_with_a_known_mistake(cause, component, roles):
+    assert cause_of(test_embeddings.test_embedding_scaled_by_sqrt_d_model, component, roles) == cause
+
+
+def test_a_generator_giving_no_log_probabilities():
+    check = test_embeddings.test_generator_outputs_log_probabilities
+    assert cause_of(check, "generator", {"generator": HalfLogProbabilities}) == "generator.not_log_probabilities"
+
+
+# -- the model's information flow ------------------------------------------------------------------------------
+class Model(ref.Transformer):
+    """The reference model with ``forward`` changed by ``decode(model, memory, src_mask, tgt, tgt_mask)``."""
+
+    def forward(self, src, tgt, src_mask, tgt_mask):
+        return self.decoding(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
+
+    def decoding(self, memory, src_mask, tgt, tgt_mask):
+        return self.decode(memory, src_mask, tgt, tgt_mask)
+
+
+class TargetZeroed(Model):
+    def decoding(self, memory, src_mask, tgt, tgt_mask):
+        return self.decode(memory, src_mask, torch.zeros_like(tgt), tgt_mask)
+
+
+class TargetLookupDiscarded(Model):
+    def decoding(self, memory, src_mask, tgt, tgt_mask):
+        self.tgt_embed(tgt)
+        return self.decoder(self.tgt_embed(torch.zeros_like(tgt)), memory, src_mask, tgt_mask)
+
+
+class FutureVisible(Model):
+    def decoding(self, memory, src_mask, tgt, tgt_mask):
+        return self.decode(memory, src_mask, tgt, torch.ones_like(tgt_mask))
+
+
+class WithEmbeddingScale(ref.Transformer):
+    """The reference model whose embeddings multiply by sqrt(``d``) instead of sqrt(d_model)."""
+
+    d = None
+
+    def __init__(self, src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000):
+        super().__init__(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, max_len)
+        for embed in (self.src_embed[0], self.tgt_embed[0]):
+            embed.d_model = self.d(d_model)
+
+
+class Unscaled(WithEmbeddingScale):
+    d = staticmethod(lambda d_model: 1)
+
+
+class ScaledFourfold(WithEmbeddingScale):
+    d = staticmethod(lambda d_model: 16 * d_model)
+
+
+class FunctionalLookup(nn.Module):
+    """An embedding looked up by ``F.embedding``, not by an ``nn.Embedding`` module."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.weight, self.d_model = nn.Parameter(torch.randn(vocab_size, d_model)), d_model
+
+    def forward(self, tokens):
+        return nn.functional.embedding(tokens, self.weight) * math.sqrt(self.d_model)
+
+
+class LookupNotAModule(ref.Transformer):
+    def __init__(self, src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000):
+        super().__init__(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, max_len)
+        self.src_embed[0], self.tgt_embed[0] = FunctionalLookup(src_vocab, d_model), FunctionalLookup(tgt_vocab,
+                                                                                                      d_model)
+
+
+class PositionsNotDropped(ref.Transformer):
+    def __init__(self, src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000):
+        super().__init__(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, max_len)
+        self.src_embed[1], self.tgt_embed[1] = NoDropout(d_model, dropout, max_len), NoDropout(d_model, dropout,
+                                                                                               max_len)
+
+
+class MemoryZeroed(ref.DecoderLayer):
+    def forward(self, x, memory, src_mask, tgt_mask):
+        return super().forward(x, torch.zeros_like(memory), src_mask, tgt_mask)
+
+
+def flow(name):
+    from conformance import test_information_flow
+    return getattr(test_information_flow, name)
+
+
+@pytest.mark.parametrize("cause, check, component, roles", [
+    ("model.target_tokens_ignored", "test_output_depends_on_the_target_tokens", "model", {"model": TargetZeroed}),
+    ("model.target_embeddings_unused", "test_output_depends_on_the_target_tokens", "model",
+     {"model": TargetLookupDiscarded}),
+    ("model.future_visible_in_eval_too", "test_future_target_tokens_do_not_change_earlier_outputs_in_training",
+     "model", {"model": FutureVisible}),
+    ("model.embedding_not_scaled", "test_embeddings_reach_the_stacks_scaled", "model", {"model": Unscaled}),
+    ("model.embedding_scale_wrong", "test_embeddings_reach_the_stacks_scaled", "model", {"model": ScaledFourfold}),
+    ("model.embedding_lookup_not_seen", "test_embeddings_reach_the_stacks_scaled", "model",
+     {"model": LookupNotAModule}),
+    ("decoder_layer.memory_ignored", "test_decoder_attends_to_the_memory", "decoder_layer",
+     {"decoder_layer": MemoryZeroed}),
+], ids=lambda v: v.split(".")[-1] if isinstance(v, str) and v.startswith(("model.", "decoder_layer.")) else "")
+def test_what_reaches_the_models_output(cause, check, component, roles):
+    assert cause_of(flow(check), component, roles) == cause
+
+
+def test_positions_not_dropped_out_inside_the_model():
+    check = test_positional_encoding.test_dropout_on_the_sums_inside_the_block
+    assert cause_of(check, "model", {"model": PositionsNotDropped, "positional_encoding": NoDropout}) == \
+        "model.positions_not_dropped_out"
