@@ -1,6 +1,7 @@
 """Causes of the catalogue (``conformance/causes.py``) that no mutant or answer key reaches, each reached here: a
 small implementation with the property, run through the check that names it, asserted to give that cause (and, where
 two causes are easily confused, not the other)."""
+import dataclasses
 import inspect
 import math
 
@@ -8,7 +9,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conformance import test_embeddings, test_layer_norm, test_masks, test_positional_encoding, test_shapes
+from conformance import (test_embeddings, test_layer_norm, test_masks, test_parameters, test_positional_encoding,
+                         test_shapes)
 from conformance.interface import Config, Implementation
 from conformance.verdicts import Finding
 from reference import transformer as ref
@@ -517,3 +519,183 @@ def test_positions_not_dropped_out_inside_the_model():
     check = test_positional_encoding.test_dropout_on_the_sums_inside_the_block
     assert cause_of(check, "model", {"model": PositionsNotDropped, "positional_encoding": NoDropout}) == \
         "model.positions_not_dropped_out"
+
+
+# -- layers, stacks and the order of norm and residual -----------------------------------------------------------
+class Layer(nn.Module):
+    """An encoder layer of the reference's blocks whose two sub-layers ``f`` (attention, then the feed-forward
+    network) are placed by ``placements[i](x, f, norm)``."""
+
+    placements = ()
+
+    def __init__(self, d_model, h, d_ff, dropout):
+        super().__init__()
+        self.self_attn, self.feed_forward = ref.MultiHeadAttention(h, d_model), ref.PositionwiseFeedForward(d_model,
+                                                                                                          d_ff)
+        self.norms = nn.ModuleList([ref.LayerNorm(d_model) for _ in range(2)])
+
+    def forward(self, x, src_mask):
+        sub_layers = (lambda z: self.self_attn(z, z, z, src_mask), self.feed_forward)
+        for place, f, norm in zip(self.placements, sub_layers, self.norms):
+            x = place(x, f, norm)
+        return x
+
+
+def post_norm(x, f, norm):
+    return norm(x + f(x))
+
+
+def pre_norm(x, f, norm):
+    return x + f(norm(x))
+
+
+class Mixed(Layer):
+    placements = (post_norm, pre_norm)
+
+
+class Doubled(Layer):
+    placements = (lambda x, f, norm: 2 * norm(x + f(x)),) * 2
+
+
+class OutputUnused(Layer):
+    placements = (lambda x, f, norm: norm(x + 0 * f(x)),) * 2
+
+
+class NoNorm(nn.Module):
+    """An encoder layer with residual connections and no norm at all."""
+
+    def __init__(self, d_model, h, d_ff, dropout):
+        super().__init__()
+        self.self_attn, self.feed_forward = ref.MultiHeadAttention(h, d_model), ref.PositionwiseFeedForward(d_model,
+                                                                                                          d_ff)
+
+    def forward(self, x, src_mask):
+        x = x + self.self_attn(x, x, x, src_mask)
+        return x + self.feed_forward(x)
+
+
+class PreNorm(Layer):
+    placements = (pre_norm, pre_norm)
+
+
+class Stack(nn.Module):
+    """An encoder stack of N ``layer`` s, called one after the other by ``run(stack, x, src_mask)``."""
+
+    layer = ref.EncoderLayer
+
+    def __init__(self, N, d_model, h, d_ff, dropout):
+        super().__init__()
+        self.layers = nn.ModuleList([self.layer(d_model, h, d_ff, dropout) for _ in range(N)])
+
+    def forward(self, x, src_mask):
+        for layer in self.layers:
+            x = self.step(layer, x, src_mask)
+        return self.finish(x)
+
+    def step(self, layer, x, src_mask):
+        return layer(x, src_mask)
+
+    def finish(self, x):
+        return x
+
+
+class PreNormWithoutFinalNorm(Stack):
+    layer = PreNorm
+
+
+class LayersCalledByForward(Stack):
+    def step(self, layer, x, src_mask):
+        return layer.forward(x, src_mask)
+
+
+class OutputDoubled(Stack):
+    def finish(self, x):
+        return 2 * x
+
+
+class NormedBetweenLayers(Stack):
+    def step(self, layer, x, src_mask):
+        return layer(nn.functional.layer_norm(x, x.shape[-1:]) + 1, src_mask)
+
+
+class OneLayer(nn.Module):
+    """One encoder layer called N times: no list of N layers."""
+
+    def __init__(self, N, d_model, h, d_ff, dropout):
+        super().__init__()
+        self.layer, self.N = ref.EncoderLayer(d_model, h, d_ff, dropout), N
+
+    def forward(self, x, src_mask):
+        for _ in range(self.N):
+            x = self.layer(x, src_mask)
+        return x
+
+
+def norm_order(name):
+    from conformance import test_norm_order
+    return getattr(test_norm_order, name)
+
+
+@pytest.mark.parametrize("cause, check, component, roles, contract", [
+    ("sublayer_connection.norm_order.post_norm", "test_sublayer_connection_placement", "sublayer_connection", {},
+     "practice"),
+    ("encoder_layer.norm_order.mixed_placements", "test_layer_placement", "encoder_layer", {"encoder_layer": Mixed},
+     "paper"),
+    ("encoder_layer.norm_order.unrecognised", "test_layer_placement", "encoder_layer", {"encoder_layer": Doubled},
+     "paper"),
+    ("encoder_layer.norm_order.sub_layer_output_not_seen", "test_layer_placement", "encoder_layer",
+     {"encoder_layer": OutputUnused}, "paper"),
+    ("encoder_layer.norm_order.no_norm_module", "test_layer_placement", "encoder_layer", {"encoder_layer": NoNorm},
+     "paper"),
+    ("encoder.norm_order.post_norm_without_final_norm", "test_stack_final_norm", "encoder", {}, "practice"),
+    ("encoder.norm_order.final_norm_missing", "test_stack_final_norm", "encoder",
+     {"encoder": PreNormWithoutFinalNorm}, "practice"),
+    ("encoder.norm_order.layers_not_called", "test_stack_final_norm", "encoder", {"encoder": LayersCalledByForward},
+     "paper"),
+    ("encoder.norm_order.final_operation_unknown", "test_stack_final_norm", "encoder", {"encoder": OutputDoubled},
+     "paper"),
+], ids=lambda v: v.split(".")[-1] if isinstance(v, str) and "." in v else "")
+def test_the_placement_of_norms_and_residuals(cause, check, component, roles, contract):
+    assert cause_of(norm_order(check), component, roles, contract) == cause
+
+
+@pytest.mark.parametrize("cause, component, roles", [
+    ("encoder.layer_inputs_transformed", "encoder", {"encoder": NormedBetweenLayers}),
+], ids=lambda v: v.split(".")[-1] if isinstance(v, str) and "." in v else "")
+def test_what_passes_between_layers(cause, component, roles):
+    check = test_parameters.test_each_layer_receives_the_previous_output
+    assert cause_of(check, component, roles) == cause
+
+
+def test_a_stack_without_a_list_of_its_layers():
+    """N = 3 layers: no list inside a layer (two sub-layers or norms) passes for the stack's."""
+    three = dataclasses.replace(CFG, N=3)
+    roles = {"encoder": OneLayer}
+    assert cause_of(norm_order("test_stack_final_norm"), "encoder", roles, cfg=three) == \
+        "encoder.norm_order.layers_not_found"
+    assert cause_of(test_parameters.test_each_layer_receives_the_previous_output, "encoder", roles, cfg=three) == \
+        "encoder.layers_not_found"
+    assert cause_of(norm_order("test_stack_final_norm"), "encoder", {}, cfg=three) == "pass"
+
+
+class DeadSecondMap(ref.PositionwiseFeedForward):
+    """Multiplies its output by 0: the second map's weight gets an all-zero gradient."""
+
+    def forward(self, x):
+        return x + 0 * super().forward(x)
+
+
+class NonFiniteGradient(ref.PositionwiseFeedForward):
+    """Its output goes through a square root of 0, whose gradient is infinite."""
+
+    def forward(self, x):
+        return super().forward(x) + torch.sqrt(torch.zeros_like(x) * super().forward(x))
+
+
+@pytest.mark.parametrize("cause, roles", [
+    ("feed_forward.parameters.zero_gradient", {"feed_forward": DeadSecondMap}),
+    ("feed_forward.parameters.nonfinite_gradient", {"feed_forward": NonFiniteGradient}),
+], ids=lambda v: v.split(".")[-1] if isinstance(v, str) else "")
+def test_gradients_that_reach_no_parameter(cause, roles):
+    check = test_parameters.test_every_parameter_receives_gradient
+    assert cause_of(check, "feed_forward", roles) == cause
