@@ -202,7 +202,8 @@ def diagnosis(excinfo, component, locate, impl):
     fault = checker_fault(impl, component, crash, exc, excinfo.tb)
     if fault:
         return MISSING, fault[0], f"{fault[1]}: {message}. {MAP_IT}"
-    if "device" in str(exc) and ("Expected all tensors" in str(exc) or "same device" in str(exc)):
+    if "device" in str(exc) and any(words in str(exc) for words in ("Expected all tensors", "same device",
+                                                                     "not on the expected device")):
         return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
     return ERROR, crash.cause, message
 
