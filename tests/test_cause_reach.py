@@ -3,6 +3,7 @@ small implementation with the property, run through the check that names it, ass
 two causes are easily confused, not the other)."""
 import dataclasses
 import inspect
+import json
 import math
 
 import pytest
@@ -29,7 +30,8 @@ def cause_of(check, component, roles, contract="paper", grafts=None, **drawn):
         arguments["contract"] = contract
     try:
         run(**arguments)
-    except Exception as exc:  # noqa: BLE001 - what the plugin would make of it
+    except Exception as exc:  # noqa: BLE001 - what the plugin would make of it, the traceback from the check on
+        exc = exc.with_traceback(exc.__traceback__.tb_next)  # (as under pytest, whose frames are library code)
         return plugin.classify(pytest.ExceptionInfo.from_exception(exc), component, impl=impl)[1]
     return "pass"
 
@@ -852,3 +854,93 @@ class OffDevice(ref.PositionwiseFeedForward):
 ], ids=lambda v: v.split(".")[-1] if isinstance(v, str) and "." in v else "")
 def test_a_crash_of_the_checkers_own_doing(cause, check, component, roles, grafts):
     assert cause_of(check, component, roles, grafts=grafts) == cause
+
+
+class NeedsSetup(ref.PositionwiseFeedForward):
+    """Sets the scale of its output in a method of its own that nothing calls before ``forward``."""
+
+    def init_scale(self):
+        self.scale = 1.0
+
+    def forward(self, x):
+        return super().forward(x) * self.scale
+
+
+class StatesItsInputRank(ref.PositionwiseFeedForward):
+    """Asserts an input of two dimensions: a precondition the canonical (batch, length, d_model) call breaks."""
+
+    def forward(self, x):
+        assert x.dim() == 2
+        return super().forward(x)
+
+
+class OneFeatureShortNorm(nn.LayerNorm):
+    """Drops a feature: an output of a form the layer-norm probe does not expect."""
+
+    def forward(self, x):
+        return super().forward(x)[..., :-1]
+
+
+@pytest.mark.parametrize("cause, check, component, roles", [
+    ("adapter.needs_setup_call", test_shapes.test_output_shape, "feed_forward", {"feed_forward": NeedsSetup}),
+    ("adapter.precondition_not_met", test_shapes.test_output_shape, "feed_forward",
+     {"feed_forward": StatesItsInputRank}),
+    ("adapter.check_crashed", test_layer_norm.test_normalizes_each_position, "layer_norm",
+     {"layer_norm": OneFeatureShortNorm}),
+], ids=lambda v: v.split(".")[-1] if isinstance(v, str) and "." in v else "")
+def test_a_crash_the_checker_cannot_blame_on_the_code(cause, check, component, roles):
+    assert cause_of(check, component, roles) == cause
+
+
+# -- what grading itself sees ----------------------------------------------------------------------------------
+class ClosedChannel:
+    def send(self, message):
+        raise BrokenPipeError("the submission's process is gone")
+
+
+def test_a_submissions_process_that_stopped_answering():
+    from conformance.grading.judge import Raised, RemoteImplementation
+    with pytest.raises(Raised) as raised:
+        RemoteImplementation(ClosedChannel())
+    assert (raised.value.verdict, raised.value.cause) == ("error", "grading.submission_process_ended")
+
+
+def test_a_check_that_left_no_verdict(tmp_path):
+    from conformance.grading import runner
+    work, reports, apart = tmp_path / "work", tmp_path / "report", tmp_path / "apart"
+    for folder in (work, reports, apart):
+        folder.mkdir()
+    nodeids = ["conformance/test_shapes.py::test_output_shape[feed_forward]",
+               "conformance/test_shapes.py::test_output_shape[layer_norm]"]
+    reported = dict(component="feed_forward", family="shapes", check="output_shape", verdict="pass", cause="",
+                    message="", nodeid=nodeids[0])
+    (reports / "integrity.json").write_text(json.dumps(dict(nonce="n", exitstatus=0)))
+    (reports / "report.json").write_text(json.dumps(dict(checks=[reported])))
+    result = runner.judge("s", tmp_path / "s.py", {"status": 0}, work, reports, "n", nodeids,
+                          dict(timeout=60, memory=1 << 30, output_limit=1 << 20), apart)
+    assert [(c["nodeid"], c["verdict"], c["cause"]) for c in result["checks"]] == [
+        (nodeids[0], "pass", ""), (nodeids[1], "error", "grading.check_did_not_report")]
+
+
+# -- the rest of the model -------------------------------------------------------------------------------------
+class SublayerWithoutDropout(ref.SublayerConnection):
+    def forward(self, x, sublayer):
+        return self.norm(x + sublayer(x))
+
+
+class GeneratorApart(ref.Transformer):
+    """The reference model without its generator: no pre-softmax map inside it to share a matrix with."""
+
+    def __init__(self, src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000):
+        super().__init__(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, max_len)
+        del self.generator
+
+
+def test_a_sub_layer_connection_without_dropout():
+    assert cause_of(test_behaviour.test_dropout_acts_in_training, "sublayer_connection",
+                    {"sublayer_connection": SublayerWithoutDropout}) == "sublayer_connection.dropout_missing"
+
+
+def test_a_model_without_its_pre_softmax_map():
+    assert cause_of(test_embeddings.test_embeddings_and_pre_softmax_map_share_one_matrix, "model",
+                    {"model": GeneratorApart}) == "model.shared_matrix_not_found"
