@@ -87,7 +87,8 @@ CATALOGUE = (
     E("error.super_init_missing", "", "a module assigns sub-modules or parameters before calling "
       "super().__init__()"),
     E("error.super_names_wrong_class", "", "super(Name, self) names a class that does not exist (renamed)"),
-    E("error.attribute_never_assigned", "", "a method reads an attribute of self that the class's __init__ never assigns"),
+    E("error.attribute_never_assigned", "", "a method reads an attribute of self that the class's __init__ never "
+      "assigns"),
     E("error.none_used_as_tensor", "", "None reached code that expects a tensor (a function without a return)"),
     E("error.undefined_name", "", "the code uses a name that is defined nowhere it can see"),
     E("error.forward_nested_in_init", "", "forward is indented into __init__, so the class has no forward method"),
@@ -414,7 +415,8 @@ def markdown_text(text):
 def markdown():
     """The catalogue as a markdown table: id, section, meaning."""
     rows = ["| Cause | Section | Meaning |", "|---|---|---|"]
-    rows += [f"| `{entry.pattern}` | {entry.section or '—'} | {markdown_text(entry.meaning)} |" for entry in CATALOGUE]
+    rows += [f"| `{entry.pattern}` | {entry.section or '—'} | {markdown_text(entry.meaning)} |"
+             for entry in CATALOGUE]
     placeholders = [f"- `{{{name}}}`: {words}" for name, (_, words) in PLACEHOLDERS.items()]
     return "\n".join(["# Causes", "", "Every cause id a verdict may carry (`conformance/causes.py`; regenerate with "
                       "`python -m conformance causes --markdown > docs/causes.md`). A part in braces stands for:",

@@ -11,7 +11,9 @@ import torch
 import torch.nn as nn
 
 from conformance import (plugin, test_behaviour, test_embeddings, test_layer_norm, test_masks, test_parameters,
-                         test_positional_encoding, test_shapes, test_softmax)
+                         test_information_flow, test_norm_order, test_positional_encoding, test_shapes, test_softmax)
+from conformance.grading import runner
+from conformance.grading.judge import Raised, RemoteImplementation
 from conformance.interface import Config, Implementation
 from reference import transformer as ref
 
@@ -121,19 +123,22 @@ def dropped_twice(x, rows, dropout):
 
 
 TABLES = {
-    "positional_encoding.exponent_uses_column_index": lambda n, d: sinusoids(n, d, exponent=lambda two_i, d: 2 * two_i / d),
+    "positional_encoding.exponent_uses_column_index": lambda n, d: sinusoids(
+        n, d, exponent=lambda two_i, d: 2 * two_i / d),
     "positional_encoding.all_columns_cos": lambda n, d: interleaved(torch.cos(angles(n, d)), torch.cos(angles(n, d))),
     "positional_encoding.all_columns_sin": lambda n, d: interleaved(torch.sin(angles(n, d)), torch.sin(angles(n, d))),
     "positional_encoding.positions_start_at_1": lambda n, d: sinusoids(n, d, start=1),
-    "positional_encoding.concatenated_sin_cos": lambda n, d: concatenated(n, d, torch.pow(10000.0, -torch.arange(0, d, 2) / d)),
-    "positional_encoding.timing_signal": lambda n, d: concatenated(n, d, torch.pow(10000.0, -torch.arange(d // 2) / (d // 2 - 1))),
+    "positional_encoding.concatenated_sin_cos": lambda n, d: concatenated(
+        n, d, torch.pow(10000.0, -torch.arange(0, d, 2) / d)),
+    "positional_encoding.timing_signal": lambda n, d: concatenated(
+        n, d, torch.pow(10000.0, -torch.arange(d // 2) / (d // 2 - 1))),
     "positional_encoding.table_scaled": lambda n, d: 3 * sinusoids(n, d),
     "positional_encoding.wrong_base": lambda n, d: sinusoids(n, d, base=1000.0),
 }
 COMBINATIONS = {
     "positional_encoding.zero_on_zero_input": lambda x, rows, dropout: dropout(x * rows),
-    "positional_encoding.depends_on_batch_index": lambda x, rows, dropout: dropout(x + rows + torch.arange(x.size(0)).to(x)[:, None,
-                                                                                                      None]),
+    "positional_encoding.depends_on_batch_index": lambda x, rows, dropout: dropout(
+        x + rows + torch.arange(x.size(0)).to(x)[:, None, None]),
 }
 
 
@@ -243,8 +248,8 @@ def normalized(x, eps=1e-5):
 
 
 NORMS = {
-    "layer_norm.mean_not_subtracted": ("normalizes_each_position", norm(lambda x, g, b: g * x / torch.sqrt(variance(x) + 1e-5)
-                                                             + b)),
+    "layer_norm.mean_not_subtracted": ("normalizes_each_position", norm(
+        lambda x, g, b: g * x / torch.sqrt(variance(x) + 1e-5) + b)),
     "layer_norm.eps_too_large": ("normalizes_each_position", norm(lambda x, g, b: g * normalized(x, eps=0.5) + b)),
     "layer_norm.small_variance_not_normalized": ("normalizes_each_position", norm(
         lambda x, g, b: torch.where(variance(x) > 1e-2, g * normalized(x) + b, x))),
@@ -255,7 +260,8 @@ NORMS = {
     "layer_norm.gain_and_bias_not_found": ("agrees_with_functional_layer_norm", norm(lambda x, g, b: 2 * normalized(x),
                                                                           affine=False)),
     "layer_norm.no_bias": ("agrees_with_functional_layer_norm", lambda d_model: nn.LayerNorm(d_model, bias=False)),
-    "layer_norm.gain_and_bias_swapped": ("agrees_with_functional_layer_norm", norm(lambda x, g, b: b * normalized(x) + g)),
+    "layer_norm.gain_and_bias_swapped": ("agrees_with_functional_layer_norm", norm(
+        lambda x, g, b: b * normalized(x) + g)),
 }
 
 
@@ -340,21 +346,16 @@ class Shared(nn.Module):
         return self.map(x, x)
 
 
-def behaviour(name):
-    from conformance import test_behaviour
-    return getattr(test_behaviour, name)
-
-
 @pytest.mark.parametrize("cause, check, component, roles", [
     ("feed_forward.not_a_module", test_shapes.test_output_shape, "feed_forward",
      {"feed_forward": lambda d_model, d_ff: (lambda x: x)}),
     ("feed_forward.shape", test_shapes.test_output_shape, "feed_forward", {"feed_forward": HalfFeedForward}),
     ("feed_forward.dtype", test_shapes.test_output_shape, "feed_forward", {"feed_forward": Float32FeedForward}),
-    ("feed_forward.batch_dependence", behaviour("test_samples_are_independent_of_batch"), "feed_forward",
+    ("feed_forward.batch_dependence", test_behaviour.test_samples_are_independent_of_batch, "feed_forward",
      {"feed_forward": MeanOverBatch}),
-    ("positional_encoding.dropout_missing", behaviour("test_dropout_acts_in_training"), "positional_encoding",
+    ("positional_encoding.dropout_missing", test_behaviour.test_dropout_acts_in_training, "positional_encoding",
      {"positional_encoding": NoDropout}),
-    ("feed_forward.reference_weights_unmappable", behaviour("test_agrees_with_reference"), "feed_forward",
+    ("feed_forward.reference_weights_unmappable", test_behaviour.test_agrees_with_reference, "feed_forward",
      {"feed_forward": Shared}),
 ], ids=lambda v: v.split(".")[-1] if isinstance(v, str) else "")
 def test_what_a_role_builds_and_returns(cause, check, component, roles):
@@ -495,11 +496,6 @@ class MemoryZeroed(ref.DecoderLayer):
         return super().forward(x, torch.zeros_like(memory), src_mask, tgt_mask)
 
 
-def flow(name):
-    from conformance import test_information_flow
-    return getattr(test_information_flow, name)
-
-
 @pytest.mark.parametrize("cause, check, component, roles", [
     ("model.target_tokens_ignored", "test_output_depends_on_the_target_tokens", "model", {"model": TargetZeroed}),
     ("model.target_embeddings_unused", "test_output_depends_on_the_target_tokens", "model",
@@ -514,7 +510,7 @@ def flow(name):
      {"decoder_layer": MemoryZeroed}),
 ], ids=lambda v: v.split(".")[-1] if isinstance(v, str) and v.startswith(("model.", "decoder_layer.")) else "")
 def test_what_reaches_the_models_output(cause, check, component, roles):
-    assert cause_of(flow(check), component, roles) == cause
+    assert cause_of(getattr(test_information_flow, check), component, roles) == cause
 
 
 def test_positions_not_dropped_out_inside_the_model():
@@ -633,11 +629,6 @@ class OneLayer(nn.Module):
         return x
 
 
-def norm_order(name):
-    from conformance import test_norm_order
-    return getattr(test_norm_order, name)
-
-
 @pytest.mark.parametrize("cause, check, component, roles, contract", [
     ("sublayer_connection.norm_order.post_norm", "test_sublayer_connection_placement", "sublayer_connection", {},
      "practice"),
@@ -658,7 +649,7 @@ def norm_order(name):
      "paper"),
 ], ids=lambda v: v.split(".")[-1] if isinstance(v, str) and "." in v else "")
 def test_the_placement_of_norms_and_residuals(cause, check, component, roles, contract):
-    assert cause_of(norm_order(check), component, roles, contract) == cause
+    assert cause_of(getattr(test_norm_order, check), component, roles, contract) == cause
 
 
 @pytest.mark.parametrize("cause, component, roles", [
@@ -673,11 +664,11 @@ def test_a_stack_without_a_list_of_its_layers():
     """N = 3 layers: no list inside a layer (two sub-layers or norms) passes for the stack's."""
     three = dataclasses.replace(CFG, N=3)
     roles = {"encoder": OneLayer}
-    assert cause_of(norm_order("test_stack_final_norm"), "encoder", roles, cfg=three) == \
+    assert cause_of(test_norm_order.test_stack_final_norm, "encoder", roles, cfg=three) == \
         "encoder.norm_order.layers_not_found"
     assert cause_of(test_parameters.test_each_layer_receives_the_previous_output, "encoder", roles, cfg=three) == \
         "encoder.layers_not_found"
-    assert cause_of(norm_order("test_stack_final_norm"), "encoder", {}, cfg=three) == "pass"
+    assert cause_of(test_norm_order.test_stack_final_norm, "encoder", {}, cfg=three) == "pass"
 
 
 class DeadSecondMap(ref.PositionwiseFeedForward):
@@ -899,14 +890,12 @@ class ClosedChannel:
 
 
 def test_a_submissions_process_that_stopped_answering():
-    from conformance.grading.judge import Raised, RemoteImplementation
     with pytest.raises(Raised) as raised:
         RemoteImplementation(ClosedChannel())
     assert (raised.value.verdict, raised.value.cause) == ("error", "grading.submission_process_ended")
 
 
 def test_a_check_that_left_no_verdict(tmp_path):
-    from conformance.grading import runner
     work, reports, apart = tmp_path / "work", tmp_path / "report", tmp_path / "apart"
     for folder in (work, reports, apart):
         folder.mkdir()
@@ -944,3 +933,20 @@ def test_a_sub_layer_connection_without_dropout():
 def test_a_model_without_its_pre_softmax_map():
     assert cause_of(test_embeddings.test_embeddings_and_pre_softmax_map_share_one_matrix, "model",
                     {"model": GeneratorApart}) == "model.shared_matrix_not_found"
+
+
+class ScaledAtTheOutput(Unscaled):
+    """Unscaled embeddings, the target's table shared with the pre-softmax map, and logits divided by sqrt(d_model):
+    §3.4's model with the shared matrix reparametrized. Its logits are kept as ``raw_output``, where discovery's
+    wrapper keeps what an author's model returns besides the decoder's output."""
+
+    def forward(self, src, tgt, src_mask, tgt_mask):
+        out = super().forward(src, tgt, src_mask, tgt_mask)
+        self.raw_output = self.generator.proj(out) / math.sqrt(out.size(-1))
+        return out
+
+
+def test_the_embedding_scale_moved_to_the_shared_projection():
+    check = test_information_flow.test_embeddings_reach_the_stacks_scaled
+    assert cause_of(check, "model", {"model": ScaledAtTheOutput}) == "model.embedding_scale_on_shared_projection"
+    assert cause_of(check, "model", {"model": Unscaled}) == "model.embedding_not_scaled"

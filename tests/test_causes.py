@@ -179,9 +179,8 @@ def test_an_unlisted_cause_is_the_checkers_error_naming_it():
 
 
 def test_a_submissions_process_cannot_report_a_cause_the_checker_does_not_give():
-    assert (Raised("fail", "attention.mask_ignored", "seen").verdict, Raised("fail", "attention.mask_ignored",
-                                                                             "seen").cause) == ("fail",
-                                                                                                "attention.mask_ignored")
+    reported = Raised("fail", "attention.mask_ignored", "seen")
+    assert (reported.verdict, reported.cause) == ("fail", "attention.mask_ignored")
     forged = Raised("fail", "attention.all_is_well", "trust me")
     assert (forged.verdict, forged.cause) == ("error", "grading.unreadable_answer")
     assert "attention.all_is_well" in forged.message
