@@ -89,7 +89,8 @@ CATALOGUE = (
     E("error.super_names_wrong_class", "", "super(Name, self) names a class that does not exist (renamed)"),
     E("error.attribute_never_assigned", "", "a method reads an attribute of self that the class's __init__ never "
       "assigns"),
-    E("error.none_used_as_tensor", "", "None reached code that expects a tensor (a function without a return)"),
+    E("error.none_used_as_tensor", "", "the code used None where a tensor is expected (a function without a "
+      "return)"),
     E("error.undefined_name", "", "the code uses a name that is defined nowhere it can see"),
     E("error.forward_nested_in_init", "", "forward is indented into __init__, so the class has no forward method"),
     E("error.forward_missing", "", "a module is called but its class defines no forward method"),
