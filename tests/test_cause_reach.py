@@ -950,3 +950,22 @@ def test_the_embedding_scale_moved_to_the_shared_projection():
     check = test_information_flow.test_embeddings_reach_the_stacks_scaled
     assert cause_of(check, "model", {"model": ScaledAtTheOutput}) == "model.embedding_scale_on_shared_projection"
     assert cause_of(check, "model", {"model": Unscaled}) == "model.embedding_not_scaled"
+
+
+class ZeroGainConnection(nn.Module):
+    """A post-norm connection whose LayerNorm's gain starts at 0: its output is the norm's bias whatever the input,
+    which every placement with the norm last gives alike."""
+
+    def __init__(self, d_model, dropout):
+        super().__init__()
+        self.norm, self.dropout = nn.LayerNorm(d_model), nn.Dropout(dropout)
+        nn.init.zeros_(self.norm.weight)
+
+    def forward(self, x, sublayer):
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+def test_placements_the_probe_cannot_tell_apart():
+    check = test_norm_order.test_sublayer_connection_placement
+    assert cause_of(check, "sublayer_connection", {"sublayer_connection": ZeroGainConnection}) == \
+        "sublayer_connection.norm_order.undecided"
