@@ -343,7 +343,8 @@ def finding_row(f):
     reproduce = (f"<details><summary>reproduce</summary><pre>{e(f['reproduction'][:3000])}</pre></details>"
                  if f["reproduction"] else "")
     return (f"<tr class='{f['verdict']}'>{td(f['verdict'])}{td(f['component'])}<td class='list'><b>{e(f['cause'])}"
-            f"</b>: {e(f['meaning'])}<br>in {e(', '.join(f['checks']))}{where}</td>{td(f['requirement'], css='detail')}"
+            f"</b>: {e(f['meaning'])}<br>in {e(', '.join(f['checks']))}{where}</td>"
+            f"{td(f['requirement'], css='detail')}"
             f"<td class='detail'><pre>{e(chr(10).join(f['observed'][:3])[:1500])}</pre>{reproduce}</td></tr>")
 
 
