@@ -205,14 +205,29 @@ def test_a_crash_the_checker_cannot_blame_on_the_code(cause, check, component, r
 
 # -- what grading itself sees ----------------------------------------------------------------------------------
 class ClosedChannel:
+    """A channel whose other end is gone."""
+
     def send(self, message):
         raise BrokenPipeError("the submission's process is gone")
 
 
-def test_a_submissions_process_that_stopped_answering():
+class ListAnswers:
+    """A channel whose other end answers with a list, not a message."""
+
+    def send(self, message):
+        pass
+
+    def receive(self):
+        return ["roles"]
+
+
+def test_a_submissions_process_that_stopped_answering_or_answers_nonsense():
     with pytest.raises(Raised) as raised:
         RemoteImplementation(ClosedChannel())
     assert (raised.value.verdict, raised.value.cause) == ("error", "grading.submission_process_ended")
+    with pytest.raises(Raised) as raised:
+        RemoteImplementation(ListAnswers())
+    assert (raised.value.verdict, raised.value.cause) == ("error", "grading.unreadable_answer")
 
 
 def test_a_check_that_left_no_verdict(tmp_path):

@@ -223,6 +223,8 @@ def normalized(x, eps=1e-5):
 NORMS = {
     "layer_norm.mean_not_subtracted": ("normalizes_each_position", norm(
         lambda x, g, b: g * x / torch.sqrt(variance(x) + 1e-5) + b)),
+    "layer_norm.eps_wrong": ("normalizes_each_position", norm(
+        lambda x, g, b: g * centred(x) / torch.sqrt(variance(x) + 1e-4 * variance(x).sqrt()) + b)),
     "layer_norm.eps_too_large": ("normalizes_each_position", norm(lambda x, g, b: g * normalized(x, eps=0.5) + b)),
     "layer_norm.small_variance_not_normalized": ("normalizes_each_position", norm(
         lambda x, g, b: torch.where(variance(x) > 1e-2, g * normalized(x) + b, x))),
