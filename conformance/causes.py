@@ -35,22 +35,19 @@ deviations (named variants of the paper) and the bugs."""
 
 
 def one_or_more(names):
-    """A pattern for one or more of ``names`` joined by ``+`` (a reading made of several parts)."""
+    """(pattern, words) of a placeholder for one or more of ``names`` joined by ``+`` (a reading of several parts)."""
     one = "|".join(map(re.escape, names))
-    return rf"(?:{one})(?:\+(?:{one}))*"
+    return rf"(?:{one})(?:\+(?:{one}))*", "one or more of " + ", ".join(f"`{n}`" for n in names) + ", joined by `+`"
 
 
 PLACEHOLDERS = {
     "component": ("|".join(ROLE_NAMES), "the role checked (`multi_head_attention`, `encoder`, ...)"),
     "role": ("|".join(ROLE_NAMES), "a sub-block of that role, where the difference from the reference lies"),
     "exception": (r"[A-Za-z_]\w*", "the class name of the exception the code raised"),
-    "deviations": (one_or_more(KNOWN_DEVIATIONS), "one or more of " + ", ".join(f"`{v}`" for v in KNOWN_DEVIATIONS)
-                   + ", joined by `+`"),
-    "bugs": (one_or_more(KNOWN_BUGS), "one or more of " + ", ".join(f"`{v}`" for v in KNOWN_BUGS) + ", joined by `+`"),
-    "variants": (one_or_more(PARAMETER_VARIANTS), "one or more of " + ", ".join(f"`{v}`" for v in PARAMETER_VARIANTS)
-                 + ", joined by `+`"),
-    "misplacements": (one_or_more(MISPLACEMENTS), "one or more of " + ", ".join(f"`{v}`" for v in MISPLACEMENTS)
-                      + ", joined by `+`"),
+    "deviations": one_or_more(KNOWN_DEVIATIONS),
+    "bugs": one_or_more(KNOWN_BUGS),
+    "variants": one_or_more(PARAMETER_VARIANTS),
+    "misplacements": one_or_more(MISPLACEMENTS),
 }
 """``{name: (regular expression, what it stands for)}`` of the placeholders of an id pattern."""
 
@@ -81,7 +78,7 @@ class UnlistedCause(LookupError):
     """A check gave a cause id the catalogue does not list: the checker's own mistake."""
 
 
-E = Cause
+E = Cause  # (short, so that each entry fits its lines)
 CATALOGUE = (
     # -- crashes of the implementation's code (conformance.crashes) ----------------------------------------------
     E("error.super_init_missing", "", "a module assigns sub-modules or parameters before calling "
