@@ -1,9 +1,12 @@
 """``python -m conformance report IMPL... [--out DIR]``: check each implementation in its own process and write
 its JSON and markdown reports under DIR (``reports/`` by default).
-``python -m conformance grade SUBMISSIONS_DIR [--out DIR]``: grade a class (``conformance.grading.runner``)."""
+``python -m conformance grade SUBMISSIONS_DIR [--out DIR]``: grade a class (``conformance.grading.runner``).
+``python -m conformance causes --markdown``: print the catalogue of causes (``conformance.causes``) as a markdown
+table, as ``docs/causes.md`` holds it."""
 import argparse
 import sys
 
+from conformance import causes
 from conformance.reports import report
 
 
@@ -18,7 +21,13 @@ def main(argv=None):
     from conformance.grading import runner as grading
     grading.add_arguments(commands.add_parser("grade", help="grade a folder of submissions",
                                               description=grading.GRADE_DESCRIPTION, epilog=grading.PYTEST_EPILOG))
+    causes_command = commands.add_parser("causes", help="print the catalogue of cause ids")
+    causes_command.add_argument("--markdown", action="store_true", required=True,
+                                help="as a markdown table: id, paper section, meaning")
     args, pytest_args = parser.parse_known_args(argv)
+    if args.command == "causes":
+        print(causes.markdown(), end="")
+        return 0
     if args.command == "grade":
         return grading.run(args, pytest_args)
     failed = 0

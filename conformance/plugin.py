@@ -23,7 +23,7 @@ from adapters.discovery import TAKES_TOKEN_IDS
 from adapters.lint import self_attributes
 from adapters.loading import MissingPackage
 from adapters.submission import ImplementationNotFound, load_implementation
-from conformance import crashes, harness, verdicts
+from conformance import causes, crashes, harness, verdicts
 from conformance.evidence import author_runs_it
 from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, Finding, summary_table
@@ -182,7 +182,16 @@ def is_checker_code(filename):
 
 def classify(excinfo, component, locate=None, impl=None):
     """(verdict, cause, message) for an exception raised by a check; ``impl`` (the implementation) tells the
-    crashes that are the checker's own doing (:func:`checker_fault`)."""
+    crashes that are the checker's own doing (:func:`checker_fault`). Every verdict record's cause comes from here:
+    a cause ``conformance.causes`` does not list raises :class:`conformance.causes.UnlistedCause`, naming it (an
+    internal error of the checker, not a verdict on the code)."""
+    verdict, cause, message = diagnosis(excinfo, component, locate, impl)
+    causes.require(cause)
+    return verdict, cause, message
+
+
+def diagnosis(excinfo, component, locate, impl):
+    """:func:`classify`'s (verdict, cause, message), the cause not yet checked against the catalogue."""
     exc = excinfo.value
     if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause.endswith((".dropout_missing",
                                                                                 ".dropout_rate_ignored")) \
@@ -213,7 +222,8 @@ def classify(excinfo, component, locate=None, impl=None):
         return (MISSING, "adapter.call_not_as_author", f"{component} crashed under the checker's call, while the "
                 f"author's own {outer} calls it without a crash: the checker does not call it as its author does "
                 f"({message}). {MAP_IT}")
-    if "device" in str(exc) and ("Expected all tensors" in str(exc) or "same device" in str(exc)):
+    if "device" in str(exc) and any(words in str(exc) for words in ("Expected all tensors", "same device",
+                                                                     "not on the expected device")):
         return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
     return ERROR, crash.cause, message
 

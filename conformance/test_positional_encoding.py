@@ -273,6 +273,8 @@ def test_added_to_input(impl, device, component, drawn):
     table = sinusoidal_table(length, case.cfg.d_model)
     if difference(out, xs * table, case, atol=TABLE_ATOL, rtol=0) is None:
         raise Failure(f"{ROLE}.multiplied_with_input", requirement, f"output = x * PE: {wrong}")
+    if difference(out - base, torch.zeros_like(xs), case) is None:  # before the scale, which would read 0
+        raise Failure(f"{ROLE}.input_dropped", requirement, "the output does not depend on the input: PE alone")
     scale = constant_ratio(out - base, xs, torch.ones_like(xs, dtype=torch.bool))
     if scale is not None:
         if math.isclose(scale, math.sqrt(case.cfg.d_model), rel_tol=1e-3):
@@ -280,8 +282,6 @@ def test_added_to_input(impl, device, component, drawn):
                             "embedding layer (§3.4)", f"output = sqrt(d_model) * x + PE (d_model={case.cfg.d_model}): "
                             "the embeddings' scaling done in the positional encoding")
         raise Failure(f"{ROLE}.input_scaled", requirement, f"output = {scale:.6g} * x + PE")
-    if difference(out - base, torch.zeros_like(xs), case) is None:
-        raise Failure(f"{ROLE}.input_dropped", requirement, "the output does not depend on the input: PE alone")
     raise Failure(f"{ROLE}.not_added", requirement, wrong)
 
 

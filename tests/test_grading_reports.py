@@ -53,8 +53,9 @@ def test_analytics_count_who_got_each_cause_and_check():
     assert [(row["verdict"], row["key"], row["names"]) for row in causes] == [
         ("fail", "attention.scale.unscaled", ["a", "b"]), ("error", "error.undefined_name", ["c"]),
         ("deviation", "feed_forward.gelu", ["b"])]
-    assert causes[0]["detail"] == f"the paper requires {REQUIRES} (in 1 check(s): attention/scaled)"
-    assert causes[1]["detail"].startswith("name 'x' is not defined (in 1 check(s)")  # its place left out
+    assert causes[0]["detail"] == ("§3.2.1: the scores are not scaled at all (in 1 check(s): attention/scaled)"
+                                   )  # the catalogue's meaning (conformance/causes.py), not the message's words
+    assert causes[1]["detail"].startswith("the code uses a name that is defined nowhere it can see (in 1 check(s)")
     summary = reports.summary_markdown(CLASS)
     assert markdown_rows(summary, "### Findings by cause")[0] == [
         "fail", "attention.scale.unscaled", "2", causes[0]["detail"], "[a](feedback/a.md), [b](feedback/b.md)"]
@@ -88,7 +89,7 @@ def test_pass_rates_per_component_and_histogram():
 STUDENT = graded(
     "s", check("embedding", "scaled"), check("embedding", "shape"),
     check("attention", "scaled", **UNSCALED), check("attention", "shape"),
-    check("attention", "masked", "deviation", "attention.mask.additive", "a large negative number, not -inf"),
+    check("attention", "dropped", "deviation", "attention.attention_dropout", "dropout on the weights"),
     check("multi_head_attention", "shape", "error", "error.undefined_name", "name 'x' is not defined", 30),
     check("feed_forward", "relu", "deviation", "feed_forward.gelu", "GELU"),
     *(check("decoder", name, "missing", "role.missing", "s.py has no 'decoder'") for name in ("a", "b", "c")))
@@ -105,7 +106,7 @@ def test_feedback_leads_with_what_to_fix():
     feedback = reports.feedback(STUDENT)
     assert in_order(feedback, "## What to fix", "**error** in `multi_head_attention`: `error.undefined_name`",
                     "**fail** in `attention`: `attention.scale.unscaled`", "## Deviations",
-                    "`attention.mask.additive`", "`feed_forward.gelu`", "## Component by component",
+                    "`attention.attention_dropout`", "`feed_forward.gelu`", "## Component by component",
                     "- `attention` (0%)", "- `multi_head_attention` (0%)", "- `feed_forward` (100%)",
                     "- `embedding` (100%): 2 of 2 checks passed", "- `decoder` (not scored): not found")
     assert in_order(feedback, "`attention.scale.unscaled`", "- Where: `sub.py:12`",

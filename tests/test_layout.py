@@ -1,6 +1,6 @@
 """The one-way layout of ``../shared/design/architecture.md``: a submission becomes an Implementation in
 ``adapters/`` (which may use the contract and the reference, never the checks or grading), the checks consume it,
-and grading sits above the checks."""
+and grading sits above the checks. The catalogue of causes (``conformance.causes``) sits below them all."""
 import subprocess
 import sys
 
@@ -9,6 +9,8 @@ import pytest
 from tests.mutants import ROOT
 
 LAYERS = {
+    "conformance.causes": ("adapters", "conformance.test_", "conformance.plugin", "conformance.grading",
+                           "conformance.interface", "conformance.verdicts", "conformance.harness", "reference"),
     "adapters.submission": ("conformance.plugin", "conformance.test_", "conformance.grading", "conformance.weights"),
     "conformance.interface": ("adapters", "conformance.plugin", "conformance.grading"),
     "conformance.plugin": ("conformance.grading",),

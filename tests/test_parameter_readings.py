@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from conformance.interface import Config
 from conformance.reports import markdown
 from conformance.test_norm_order import final_norm_deviation
-from conformance.test_parameters import best_reading, closed_form, describe, known_variants
+from conformance.test_parameters import best_reading, closed_form, describe, explain_variants, known_variants
 from reference import transformer as ref
 from tests import mutants as catalogue
 from tests.mutation_score import family_checks, run_suite
@@ -98,3 +98,17 @@ def test_a_passing_count_says_it_found_projections_without_biases(tmp_path):
     assert record["verdict"] == "pass", output[-2000:]
     assert "without projection biases (conforms" in record["message"]
     assert "without projection biases" in markdown(data)
+
+
+def test_of_readings_the_count_leaves_open_the_one_the_structure_confirms_is_kept():
+    """A pre-softmax map of its own adds V_tgt x d_model parameters, and so does a learned positional table when
+    max_len = V_tgt: two readings of one count. The structure confirms the untied matrix and cannot tell the table,
+    so the ranking (fewest readings left unconfirmed first) keeps the untied one; taken the other way round it would
+    name the table."""
+    cfg = Config(d_model=8, h=2, d_ff=16, N=1, src_vocab=11, tgt_vocab=13, max_len=13)
+    untied = ref.Transformer(11, 13, 1, 8, 16, 2, max_len=13, share_embeddings=False)
+    diff = sum(p.numel() for p in untied.parameters()) - closed_form("model", cfg)
+    variants = known_variants("model", cfg, "paper")
+    readings = [[v[0] for v, _ in combo] for combo in explain_variants(diff, variants)]
+    assert ["untied_embeddings"] in readings and ["learned_positional_embedding"] in readings
+    assert read(untied, cfg) == (["untied_embeddings"], [("untied_embeddings", 13 * 8, 1)])

@@ -5,6 +5,7 @@ import collections
 import re
 import statistics
 
+from conformance import causes as catalogue
 from conformance.interface import ROLES
 from conformance.plugin import findings, first_line
 from conformance.verdicts import parse_message
@@ -37,16 +38,23 @@ optional."""
 
 
 # -- one submission ---------------------------------------------------------------------------------------------
+def meaning(cause):
+    """What ``cause`` means, with its paper section, from the catalogue (``conformance.causes``)."""
+    entry = catalogue.require(cause)
+    return f"{entry.section}: {entry.meaning}" if entry.section else entry.meaning
+
+
 def finding(key, records):
-    """One cause found in one component: its checks, what the paper requires, what was observed (the first message,
-    then each other distinct first line), where in the file (the places those first lines name) and how to
-    reproduce the first."""
+    """One cause found in one component: its checks, what it means (:func:`meaning`), what the paper requires
+    (the first message's own words, with its numbers), what was observed (the first message, then each other
+    distinct first line), where in the file (the places those first lines name) and how to reproduce the first."""
     verdict, component, cause = key
     parsed = [parse_message(r["message"], cause) for r in records]
     lines = list(dict.fromkeys(first_line(text.strip()) for _, text, _ in parsed))
     where = [m[1] + (f" ({m[2]})" if m[2] else "") for line in lines for m in LOCATION.finditer(line)]
     return dict(verdict=verdict, component=component, cause=cause, checks=sorted({r["check"] for r in records}),
-                requirement=parsed[0][0] or PAPER.get(component, ""), observed=[parsed[0][1].strip(), *lines[1:]],
+                meaning=meaning(cause), requirement=parsed[0][0] or PAPER.get(component, ""),
+                observed=[parsed[0][1].strip(), *lines[1:]],
                 where=list(dict.fromkeys(where)), reproduction=parsed[0][2].strip())
 
 
@@ -129,15 +137,13 @@ def tally(results, key):
 
 
 def by_cause(results):
-    """:func:`tally` by cause, with ``detail``: what the paper requires (or what the first crash says) and the
-    checks the cause was found in."""
+    """:func:`tally` by cause, with ``detail``: what the cause means (:func:`meaning`) and the checks it was found
+    in."""
     rows = tally(results, lambda c: c["cause"])
     for row in rows:
-        first = row["records"][0][1]
-        requirement, observed, _ = parse_message(first["message"], first["cause"])
         checks = sorted({f"{c['component']}/{c['check']}" for _, c in row["records"]})
-        row["detail"] = (f"the paper requires {requirement}" if requirement else LOCATION.sub("", first_line(
-            observed))) + f" (in {len(checks)} check(s): {', '.join(checks[:4])}{', ...' if len(checks) > 4 else ''})"
+        row["detail"] = (f"{meaning(row['key'])} (in {len(checks)} check(s): {', '.join(checks[:4])}"
+                         f"{', ...' if len(checks) > 4 else ''})")
     return rows
 
 

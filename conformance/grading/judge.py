@@ -26,6 +26,7 @@ import torch.nn as nn
 
 from adapters.submission import load_implementation
 from conformance import harness, plugin, weights
+from conformance.causes import is_listed
 from conformance.interface import Config, MissingRole
 from conformance.verdicts import ERROR, FAIL, MISSING, Finding
 
@@ -214,12 +215,16 @@ def serve(impl, fd):
 # -- the judge: the submission's roles seen from apart ----------------------------------------------------------
 class Raised(Finding):
     """What the submission's side reported for a request that raised: its verdict (error, fail or missing), cause
-    and message, as data."""
+    and message, as data; a cause the catalogue does not list (the submission's side answering what the checker
+    cannot give) is an unreadable answer."""
 
     def __init__(self, verdict, cause, message):
         self.verdict = verdict if verdict in (ERROR, FAIL, MISSING) else ERROR
         self.text = str(message)[:2000]
-        super().__init__(str(cause)[:200], "", "", reproduction="")
+        if not (type(cause) is str and is_listed(cause)):
+            self.verdict, self.text = ERROR, f"an answer naming a cause the checker does not give: {str(cause)[:80]}"
+            cause = "grading.unreadable_answer"
+        super().__init__(cause, "", "", reproduction="")
 
     @property
     def message(self):

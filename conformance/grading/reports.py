@@ -103,12 +103,12 @@ def share_text(line):
 
 
 def finding_markdown(number, f):
-    """One finding of the feedback page: its cause, checks, place in the file, what the paper requires, what was
-    observed (the first message and up to two other ones) and how to reproduce it."""
+    """One finding of the feedback page: its cause, checks, place in the file, what the cause means, what the paper
+    requires, what was observed (the first message and up to two other ones) and how to reproduce it."""
     lines = [f"### {number}. **{f['verdict']}** in `{f['component']}`: `{f['cause']}`", "",
              "- Checks: " + ", ".join(f"`{c}`" for c in f["checks"])]
     lines += ["- Where: " + ", ".join(f"`{w}`" for w in f["where"])] if f["where"] else []
-    lines += [f"- What the paper requires: {f['requirement']}"]
+    lines += [f"- What it means: {f['meaning']}", f"- What the paper requires: {f['requirement']}"]
     lines += ["- Observed: " + text.replace("\n", "\n  ") for text in f["observed"][:3]]
     lines += [f"- ... and {len(f['observed']) - 3} more like it"] if len(f["observed"]) > 3 else []
     if f["reproduction"]:
@@ -333,7 +333,8 @@ def analytics_html(results):
         table(CHECK_HEADERS, tallied(by_check(results)), "checks"), "</section>"])
 
 
-FINDING_HEADERS = ["verdict", "component", "cause: its checks, where", "the paper requires", "observed"]
+FINDING_HEADERS = ["verdict", "component", "cause: what it means, its checks, where", "the paper requires",
+                   "observed"]
 
 
 def finding_row(f):
@@ -342,7 +343,8 @@ def finding_row(f):
     reproduce = (f"<details><summary>reproduce</summary><pre>{e(f['reproduction'][:3000])}</pre></details>"
                  if f["reproduction"] else "")
     return (f"<tr class='{f['verdict']}'>{td(f['verdict'])}{td(f['component'])}<td class='list'><b>{e(f['cause'])}"
-            f"</b><br>in {e(', '.join(f['checks']))}{where}</td>{td(f['requirement'], css='detail')}"
+            f"</b>: {e(f['meaning'])}<br>in {e(', '.join(f['checks']))}{where}</td>"
+            f"{td(f['requirement'], css='detail')}"
             f"<td class='detail'><pre>{e(chr(10).join(f['observed'][:3])[:1500])}</pre>{reproduce}</td></tr>")
 
 
