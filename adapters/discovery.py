@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from adapters import projections
 from adapters.lint import self_attributes
 from conformance.harness import PAD, Case, canonical_inputs, run
 from conformance.interface import FUNCTION_ROLES, Config, Implementation, call_with_canonical_arguments
@@ -494,7 +495,7 @@ def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
     if binding.part_of is not None:
         owner, path, within = binding.part_of
         block = build_from_plan(owner, cfg, within, depth + 1, convention)
-        return block.get_submodule(path) if path else MethodModule(block, binding.target.__name__)
+        return projections.with_projections(block, path) if path else MethodModule(block, binding.target.__name__)
     kwargs = {}
     vocabularies = sub_block_vocabularies(binding.constructor, cfg) if binding.role == "model" else {}
     for argument, source in binding.constructor.items():
@@ -1647,6 +1648,8 @@ def parts_in_built_blocks(bindings, found, taken):
                 parts[role] = Binding(role, kinds[type(block.get_submodule(path))], type(block.get_submodule(path)),
                                       part_of=(bindings[outer], path, bindings), found_in=outer,
                                       notes=[f"(the {outer}'s {path}, as {bindings[outer].name} builds it)"])
+                if role == "multi_head_attention" and projections.has_no_parameters(block.get_submodule(path)):
+                    parts[role].notes.append(projections.describe(bindings[outer].target, path))
                 break
             methods = [n for n, value in vars(bindings[outer].target).items()
                        if inspect.isclass(bindings[outer].target) and inspect.isfunction(value)
