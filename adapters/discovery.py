@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from adapters import alignment, projections
+from adapters import alignment, multipliers, projections
 from adapters.lint import self_attributes
 from conformance.harness import PAD, Case, canonical_inputs, run
 from conformance.interface import FUNCTION_ROLES, Config, Implementation, call_with_canonical_arguments
@@ -256,6 +256,8 @@ def canonical_value(canonical, cfg, role):
         return cfg.d_model // cfg.h
     if canonical == "pad_idx":
         return PAD
+    if canonical == multipliers.D_FF_PER_D_MODEL:
+        return multipliers.multiple(cfg)
     if canonical == "vocab_size" and role == "model":
         return cfg.src_vocab
     return values[canonical]
@@ -314,7 +316,9 @@ def constructor_plan(target, role, bindings):
         plan.update(learn_arguments(target, role, plan, unknown, bindings, optional))
     plan = {name: source for name, source in plan.items() if source is not None}  # unlearned fields: defaults
     plan.update(tied_to_the_width(parameters, plan))
-    plan.update(layer_counts(target, role, plan, counts, bindings))
+    plan.update(multipliers.d_ff_multipliers(role, plan, parameters, lambda trial: probe_build(
+        Binding(role, getattr(target, "__name__", str(target)), target, trial), bindings), PROBE.d_model))
+    plan.update(layer_counts(target, role, plan, [n for n in counts if n not in plan], bindings))
     return plan
 
 
@@ -464,6 +468,8 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
                              "tgt_vocab" if any(w in n for w in ("tgt", "trg", "dec", "out", "target")) else "src_vocab")
         elif inner:  # a map out of d_model: into a vocabulary for the generator, else the inner width
             learned[name] = "vocab_size" if role == "generator" else "d_ff"
+        elif role in multipliers.FEED_FORWARD_HOLDERS and multipliers.widens(module, model_width, value):
+            learned[name] = multipliers.D_FF_PER_D_MODEL  # the inner width as a multiple of d_model
         elif positions:  # the rows of a table kept beside the weights (a sinusoid's): one per position
             learned[name] = "max_len"
         elif plan.get(name) is not None:  # a size its name says, that no weight shows: the name's reading stands
@@ -1275,6 +1281,8 @@ def hyperparameters_fed(binding, bindings, depth=0):
             fed |= hyperparameters_fed(inner, bindings, depth + 1)
         elif source in SIZES + ("h", "dropout"):
             fed.add(source)
+        elif source == multipliers.D_FF_PER_D_MODEL:
+            fed.add("d_ff")
     return fed
 
 

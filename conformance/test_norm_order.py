@@ -21,7 +21,7 @@ from conformance import strategies
 from conformance.harness import Case, canonical_inputs, difference, output_tensor, role_instances
 from conformance.probes import hooked
 from conformance.verdicts import Deviation, Failure, Missing
-from conformance.weights import (inside, layer_lists, module_eps, norm_modules, perturb_norms, reset_norms,
+from conformance.weights import (SMALL_EPS, inside, layer_lists, module_eps, norm_modules, perturb_norms, reset_norms,
                                  sub_layer_modules, zero_non_norm_parameters)
 
 # (cause, formula in words, y -> next y given the sub-layer f and the layer normalization ln)
@@ -355,7 +355,7 @@ def final_norm_deviation(component, final, last, d, repro):
                      f"{final} applied after the last layer", repro)
 
 
-EPS_LIMIT = 1e-3
+EPS_LIMIT = SMALL_EPS
 """The largest eps a LayerNorm of the model may add to the variance: activations of unit variance are then
 normalized to within 0.05 % (the common values are 1e-5 and 1e-6)."""
 ENCLOSING_ROLES = ("feed_forward", "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder",

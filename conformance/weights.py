@@ -233,3 +233,25 @@ def module_eps(module):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return float(value)
     return None
+
+
+SMALL_EPS = 1e-3
+"""The largest eps a LayerNorm may add to the variance and still only guard the division (the common values are 1e-5
+and 1e-6): §3.1 (Ba et al. 2016) leaves the value open."""
+
+
+def stated_eps(module):
+    """The one small eps (at most :data:`SMALL_EPS`) that every norm-like module of ``module`` whose eps can be read
+    states, else None (none read, several, or a large one: a mistake its own checks name)."""
+    values = {m.eps if isinstance(m, NORM_TYPES) else module_eps(m) for _, m in norm_modules(module)} - {None}
+    return values.pop() if len(values) == 1 and 0 <= min(values) <= SMALL_EPS else None
+
+
+def adopt_eps(reference, eps):
+    """Give the norms of ``reference`` (a reference block) the candidate's own small ``eps`` (:func:`stated_eps`), so
+    that a comparison of outputs is not a comparison of a value the paper leaves open; nothing for None."""
+    if eps is not None:
+        for _, m in norm_modules(reference):
+            if isinstance(getattr(m, "eps", None), float):
+                m.eps = eps
+    return reference
