@@ -503,7 +503,10 @@ def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
     if binding.part_of is not None:
         owner, path, within = binding.part_of
         block = build_from_plan(owner, cfg, within, depth + 1, convention)
-        return projections.with_projections(block, path) if path else MethodModule(block, binding.target.__name__)
+        if path is None:
+            return MethodModule(block, binding.target.__name__)
+        return (projections.with_projections(block, path) if binding.role == "multi_head_attention"
+                else block.get_submodule(path))
     kwargs = {}
     vocabularies = sub_block_vocabularies(binding.constructor, cfg) if binding.role == "model" else {}
     for argument, source in binding.constructor.items():
