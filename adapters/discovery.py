@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from adapters import alignment, multipliers, projections
 from adapters.lint import self_attributes
 from conformance.harness import PAD, Case, canonical_inputs, run
 from conformance.interface import FUNCTION_ROLES, Config, Implementation, call_with_canonical_arguments
@@ -225,6 +226,8 @@ class Binding:
     takes_token_ids: bool = False
     """A stack or layer that embeds token ids itself: its canonical call (vectors) fails, yet the blocks that build
     it call it with tokens, so they are built with it and not with a stand-in."""
+    target_shift: str = None
+    """A model whose forward shifts the target itself (:mod:`adapters.alignment`), observed by calling it."""
 
     @property
     def composes(self):
@@ -254,6 +257,8 @@ def canonical_value(canonical, cfg, role):
         return cfg.d_model // cfg.h
     if canonical == "pad_idx":
         return PAD
+    if canonical == multipliers.D_FF_PER_D_MODEL:
+        return multipliers.multiple(cfg)
     if canonical == "vocab_size" and role == "model":
         return cfg.src_vocab
     return values[canonical]
@@ -312,7 +317,9 @@ def constructor_plan(target, role, bindings):
         plan.update(learn_arguments(target, role, plan, unknown, bindings, optional))
     plan = {name: source for name, source in plan.items() if source is not None}  # unlearned fields: defaults
     plan.update(tied_to_the_width(parameters, plan))
-    plan.update(layer_counts(target, role, plan, counts, bindings))
+    plan.update(multipliers.d_ff_multipliers(role, plan, parameters, lambda trial: probe_build(
+        Binding(role, getattr(target, "__name__", str(target)), target, trial), bindings), PROBE.d_model))
+    plan.update(layer_counts(target, role, plan, [n for n in counts if n not in plan], bindings))
     return plan
 
 
@@ -462,6 +469,8 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
                              "tgt_vocab" if any(w in n for w in ("tgt", "trg", "dec", "out", "target")) else "src_vocab")
         elif inner:  # a map out of d_model: into a vocabulary for the generator, else the inner width
             learned[name] = "vocab_size" if role == "generator" else "d_ff"
+        elif role in multipliers.FEED_FORWARD_HOLDERS and multipliers.widens(module, model_width, value):
+            learned[name] = multipliers.D_FF_PER_D_MODEL  # the inner width as a multiple of d_model
         elif positions:  # the rows of a table kept beside the weights (a sinusoid's): one per position
             learned[name] = "max_len"
         elif plan.get(name) is not None:  # a size its name says, that no weight shows: the name's reading stands
@@ -495,7 +504,10 @@ def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
     if binding.part_of is not None:
         owner, path, within = binding.part_of
         block = build_from_plan(owner, cfg, within, depth + 1, convention)
-        return block.get_submodule(path) if path else MethodModule(block, binding.target.__name__)
+        if path is None:
+            return MethodModule(block, binding.target.__name__)
+        return (projections.with_projections(block, path) if binding.role == "multi_head_attention"
+                else block.get_submodule(path))
     kwargs = {}
     vocabularies = sub_block_vocabularies(binding.constructor, cfg) if binding.role == "model" else {}
     for argument, source in binding.constructor.items():
@@ -1037,9 +1049,12 @@ class AdaptedModel(Transparent):
     logits, the last output of that shape one of the model's sub-modules made (the decoder's, or its final norm's),
     read with forward hooks. What the author's own call returned is kept as :attr:`raw_output`."""
 
-    def __init__(self, inner, convention, d_model=None, layout=None):
+    def __init__(self, inner, convention, d_model=None, layout=None, target_shift=None):
         super().__init__()
         self.inner, self.convention, self.d_model, self.layout = inner, convention, d_model, layout
+        self.target_shift = target_shift
+        """How its forward shifts the target (:mod:`adapters.alignment`): it is then called with one more target
+        position, and its outputs read at the positions that read the canonical target's tokens."""
         methods = callable(getattr(inner, "encode", None)) and callable(getattr(inner, "decode", None))
         own_forward = type(inner).forward is not nn.Module.forward
         forward_plan = plan_arguments(inner, CANONICAL_CALLS["model"]) if own_forward else []
@@ -1056,6 +1071,11 @@ class AdaptedModel(Transparent):
         given the pad token, so that its masks are the canonical ones."""
         return "src_mask" not in {c.split(":")[0] for _, c in (self.forward_arguments or self.encode_arguments or [])}
 
+    @property
+    def reads_a_start_token(self):
+        """Its decoder reads a start token of the model's own before the target's (:data:`alignment.PREPENDS`)."""
+        return self.target_shift == alignment.PREPENDS and self.forward_arguments is not None
+
     def by_encode_and_decode(self):
         """The same model called through its ``encode`` and ``decode`` methods (the path its author's own decoding
         takes) when the canonical call goes through its ``forward``; else None."""
@@ -1069,8 +1089,21 @@ class AdaptedModel(Transparent):
         if self.masks_from_tokens:
             src = src.masked_fill(~src_mask.any(-2).expand_as(src), PAD)  # (the keys no query may see)
             tgt = tgt.masked_fill(~tgt_mask.any(-2).expand_as(tgt), PAD)
+        if self.target_shift is None or self.layout is not None or self.forward_arguments is None:
+            return self.called(src, tgt, src_mask, tgt_mask)  # (encode and decode are given the target as it is)
+        length = alignment.decoder_length(tgt.size(1), self.target_shift)
+        tgt, tgt_mask = alignment.extended(tgt, tgt_mask, self.target_shift, PAD)
+        out = self.called(src, tgt, src_mask, tgt_mask, length=length)
+        self.raw_output = alignment.aligned(self.raw_output, self.target_shift)
+        return alignment.aligned(out, self.target_shift)
+
+    def called(self, src, tgt, src_mask, tgt_mask, length=None):
+        """The decoder output of the author's call (``length``: how many target positions its decoder reads,
+        where that is not ``tgt``'s)."""
         named = in_layout({"src": src, "tgt": tgt, "src_mask": src_mask, "tgt_mask": tgt_mask}, self.layout)
         wanted = (*named["tgt"].shape[:2], self.d_model)
+        if length is not None:
+            wanted = (wanted[0], length, self.d_model)
         if self.forward_arguments is not None:
             call = lambda: self.inner(**argument_values(self.forward_arguments, named, self.convention))  # noqa: E731
             if self.encode_arguments is None:  # nothing else to call: its output, whatever it is, is checked
@@ -1243,7 +1276,7 @@ def module_builder(binding, bindings, convention):
         cfg = Config(**cfg_values)
         inner = build_from_plan(binding, cfg, bindings, convention=convention)
         if binding.role == "model":
-            return AdaptedModel(inner, convention, cfg.d_model, binding.layout)
+            return AdaptedModel(inner, convention, cfg.d_model, binding.layout, binding.target_shift)
         return Adapted(inner, binding.role, convention, binding.layout, binding.call,
                        binding.role == "positional_encoding" and binding.takes_token_ids, binding.adds_table)
     build.__name__ = f"build_{binding.role}"
@@ -1276,6 +1309,8 @@ def hyperparameters_fed(binding, bindings, depth=0):
             fed |= hyperparameters_fed(inner, bindings, depth + 1)
         elif source in SIZES + ("h", "dropout"):
             fed.add(source)
+        elif source == multipliers.D_FF_PER_D_MODEL:
+            fed.add("d_ff")
     return fed
 
 
@@ -1672,6 +1707,8 @@ def parts_in_built_blocks(bindings, found, taken):
                 parts[role] = Binding(role, kinds[type(block.get_submodule(path))], type(block.get_submodule(path)),
                                       part_of=(bindings[outer], path, bindings), found_in=outer,
                                       notes=[f"(the {outer}'s {path}, as {bindings[outer].name} builds it)"])
+                if role == "multi_head_attention" and projections.has_no_parameters(block.get_submodule(path)):
+                    parts[role].notes.append(projections.describe(bindings[outer].target, path))
                 break
             methods = [n for n, value in vars(bindings[outer].target).items()
                        if inspect.isclass(bindings[outer].target) and inspect.isfunction(value)
@@ -1935,6 +1972,13 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
             bindings["positional_encoding"].notes.append("returns the (length, d_model) table, which its caller adds "
                                                          "to the embeddings: checked as x + table")
             roles["positional_encoding"] = module_builder(bindings["positional_encoding"], bindings, convention)
+    shift = target_shift(bindings.get("model"), module_name, roles)
+    if shift is not None:
+        bindings["model"].target_shift = shift
+        bindings["model"].notes.append(f"(its forward {shift} itself, as teacher forcing does: called with one more "
+                                       "target position, its outputs read at the positions that read the target's "
+                                       "tokens)")
+        roles["model"] = module_builder(bindings["model"], bindings, convention)
     if any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # the lookups and positions the model feeds
         for role in ("embedding", "positional_encoding"):               # are called in the model's layout
             if role in bindings and bindings[role].layout is None:
@@ -1982,6 +2026,26 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
             if other.working > found.working:
                 found = other
     return found
+
+
+def target_shift(binding, module_name, roles):
+    """How the bound model's forward shifts the target (:func:`adapters.alignment.target_shift`), observed by
+    calling it on the probe configuration with a target of distinct tokens; None when it does not."""
+    if binding is None or not binding.works or binding.layout is not None:
+        return None
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            model = Implementation(module_name, roles).build("model", PROBE).eval()
+    except Exception:  # the candidate's own code
+        return None
+    if getattr(model, "forward_arguments", None) is None:
+        return None  # called through encode and decode: the decoder is given the target as it is
+    tgt = alignment.probe_target(2, 5, PROBE.tgt_vocab, PAD)
+    src = alignment.probe_target(2, 7, PROBE.src_vocab, PAD)
+    named = {"src": src, "tgt": tgt, "src_mask": torch.ones(2, 1, 7, dtype=torch.bool),
+             "tgt_mask": torch.tril(torch.ones(5, 5, dtype=torch.bool)).expand(2, 5, 5)}
+    return alignment.target_shift(  # the author's forward alone (not the canonical call's fallback to decode)
+        model.inner, lambda: model.inner(**argument_values(model.forward_arguments, named, model.convention)), tgt)
 
 
 DEFINITION = re.compile(r"^(class|def)\s+([A-Za-z_]\w*)", re.MULTILINE)

@@ -61,23 +61,6 @@ def norm_eps(module):
     return [(path, eps) for path, eps in found if eps is not None]
 
 
-def adopt_free_eps(candidate, reference):
-    """Give the reference's LayerNorms the candidate's eps where the paper leaves it free (at most
-    :data:`EPS_LIMIT`): a LayerNorm with eps = 1e-6 computes what the reference computes with eps = 1e-6, and so is
-    no disagreement. Pairs the norms in registration order when both have as many, else adopts one eps the candidate
-    uses everywhere; a larger eps is left for ``layer_norm_eps_wrong`` to name."""
-    own = [eps for _, eps in norm_eps(candidate)]
-    targets = [m for _, m in norm_modules(reference) if hasattr(m, "eps")]
-    if not own or not targets or any(eps > EPS_LIMIT for eps in own):
-        return
-    if len(own) != len(targets):
-        if len(set(own)) != 1:
-            return
-        own = own[:1] * len(targets)
-    for m, eps in zip(targets, own):
-        m.eps = eps
-
-
 def norm_parameter_ids(module):
     return {id(p) for _, m in norm_modules(module) for p in m.parameters()}
 
@@ -262,3 +245,20 @@ def module_eps(module):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return float(value)
     return None
+
+
+def stated_eps(module):
+    """The one small eps (at most :data:`EPS_LIMIT`) that every norm-like module of ``module`` whose eps can be read
+    states, else None (none read, several, or a large one: a mistake its own checks name)."""
+    values = {m.eps if isinstance(m, NORM_TYPES) else module_eps(m) for _, m in norm_modules(module)} - {None}
+    return values.pop() if len(values) == 1 and 0 <= min(values) <= EPS_LIMIT else None
+
+
+def adopt_eps(reference, eps):
+    """Give the norms of ``reference`` (a reference block) the candidate's own small ``eps`` (:func:`stated_eps`), so
+    that a comparison of outputs is not a comparison of a value the paper leaves open; nothing for None."""
+    if eps is not None:
+        for _, m in norm_modules(reference):
+            if isinstance(getattr(m, "eps", None), float):
+                m.eps = eps
+    return reference

@@ -1,0 +1,139 @@
+"""Conventions of public code that discovery reads from the code itself: projections kept in the layer around an
+attention block without weights (adapters/projections.py), d_ff given as a multiple of d_model
+(adapters/multipliers.py), a model whose forward shifts the target (adapters/alignment.py), and a LayerNorm eps
+other than the reference's (conformance.weights.stated_eps)."""
+import dataclasses
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+
+from adapters import alignment, multipliers, projections
+from adapters.discovery import PROBE, constructor_plan, discover
+from adapters.loading import load_code
+from conformance.weights import adopt_eps, stated_eps
+from reference.transformer import LayerNorm as ReferenceLayerNorm
+from tests.suite import run_suite
+
+STYLES = Path(__file__).resolve().parent / "styles"
+
+
+class Heads(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.h = h
+
+    def forward(self, q, k, v, mask=None):
+        b, n, d = q.shape
+        split = lambda t: t.view(b, -1, self.h, d // self.h).transpose(1, 2)  # noqa: E731
+        w = torch.softmax(split(q) @ split(k).transpose(-2, -1) / math.sqrt(d // self.h), dim=-1)
+        return (w @ split(v)).transpose(1, 2).reshape(b, n, d)
+
+
+class Layer(nn.Module):
+    def __init__(self, d_model, h):
+        super().__init__()
+        self.wq, self.wk, self.wv, self.wo = (nn.Linear(d_model, d_model) for _ in range(4))
+        self.attn = Heads(h)
+
+    def forward(self, x, mask=None):
+        return x + self.wo(self.attn(self.wq(x), self.wk(x), self.wv(x), mask))
+
+
+def test_an_attention_block_without_weights_is_bound_with_the_projections_its_layer_applies():
+    assert projections.projections_around(Layer, "attn") == ("wq", "wk", "wv", "wo")
+    layer = Layer(12, 3).eval()
+    bound = projections.with_projections(layer, "attn")
+    assert isinstance(bound, projections.ProjectedAttention)
+    assert sum(p.numel() for p in bound.parameters()) == 4 * (12 * 12 + 12)
+    x = torch.randn(2, 5, 12)
+    assert torch.allclose(bound(x, x, x, None), layer(x) - x, atol=1e-6)
+    assert list(__import__("inspect").signature(bound.forward).parameters) == ["q", "k", "v", "mask"]
+    assert "wq, wk, wv before it and wo after it" in projections.describe(Layer, "attn")
+
+
+def test_a_block_with_weights_of_its_own_is_left_as_it_is():
+    layer = Layer(12, 3)
+    layer.attn.scale = nn.Parameter(torch.ones(1))
+    assert projections.with_projections(layer, "attn") is layer.attn
+
+
+FFN = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+
+    class MLP(nn.Module):
+        def __init__(self, dim, mlp_ratio=4, dropout=0.1):
+            super().__init__()
+            self.fc1 = nn.Linear(dim, mlp_ratio * dim)
+            self.fc2 = nn.Linear(mlp_ratio * dim, dim)
+
+        def forward(self, x):
+            return self.fc2(torch.relu(self.fc1(x)))
+    ''')
+
+
+def discovered(path):
+    module = load_code(path).module
+    return vars(module), discover(vars(module), module.__name__)
+
+
+def test_a_feed_forward_width_given_as_a_multiple_of_d_model_is_learned_and_fed(tmp_path):
+    (tmp_path / "mlp.py").write_text(FFN)
+    namespace, found = discovered(tmp_path / "mlp.py")
+    plan = constructor_plan(namespace["MLP"], "feed_forward", {})
+    assert plan["mlp_ratio"] == multipliers.D_FF_PER_D_MODEL
+    assert "d_ff" in found.roles["feed_forward"].hyperparameters
+    built = found.roles["feed_forward"](**dataclasses.asdict(dataclasses.replace(PROBE, d_model=8, d_ff=40)))
+    assert [tuple(p.shape) for p in built.parameters()][0] == (40, 8)
+    with pytest.raises(ValueError):
+        multipliers.multiple(dataclasses.replace(PROBE, d_model=12, d_ff=30))
+
+
+def test_a_shift_of_the_target_is_read_from_the_tokens_the_lookups_are_fed():
+    tgt = alignment.probe_target(2, 5, 11)
+    shifted = torch.cat([torch.full_like(tgt[:, :1], 1), tgt[:, :-1]], dim=1)
+    assert alignment.shift_of([shifted], tgt) == alignment.PREPENDS
+    assert alignment.shift_of([tgt[:, :-1]], tgt) == alignment.DROPS_LAST
+    assert alignment.shift_of([tgt, shifted], tgt) is None  # the target itself reaches a lookup
+    extended, mask = alignment.extended(tgt, torch.tril(torch.ones(1, 5, 5, dtype=torch.bool)), alignment.PREPENDS,
+                                        0)
+    assert extended.shape == (2, 6) and mask.shape == (1, 6, 6) and bool(mask[0, :, 0].all())
+    assert not bool(mask[0, 0, 1:].any()) and bool(mask[0, 1:, 1:].equal(torch.tril(torch.ones(5, 5)).bool()))
+
+
+def test_a_model_that_shifts_its_target_is_read_position_by_position():
+    _, found = discovered(STYLES / "shifting_forward.py")
+    assert found.bindings["model"].target_shift == alignment.PREPENDS
+    cfg = dataclasses.replace(PROBE, dropout=0.0)
+    model = found.roles["model"](**dataclasses.asdict(cfg)).eval()
+    src, tgt = alignment.probe_target(2, 6, cfg.src_vocab), alignment.probe_target(2, 4, cfg.tgt_vocab)
+    src_mask = torch.ones(2, 1, 6, dtype=torch.bool)
+    tgt_mask = torch.tril(torch.ones(4, 4, dtype=torch.bool)).expand(2, 4, 4)
+    changed = tgt.clone()
+    changed[:, -1] = (tgt[:, -1] % (cfg.tgt_vocab - 1)) + 1
+    with torch.no_grad():
+        before, after = model(src, tgt, src_mask, tgt_mask), model(src, changed, src_mask, tgt_mask)
+    assert before.shape == (2, 4, cfg.d_model)
+    assert torch.equal(before[:, :-1], after[:, :-1]) and not torch.equal(before[:, -1], after[:, -1])
+
+
+def test_a_model_that_prepends_its_own_start_token_is_not_compared_with_the_reference(tmp_path):
+    code, output, report = run_suite(f"--impl={STYLES / 'shifting_forward.py'}", "-m", "model", "-k",
+                                     "agrees_with_reference", tmp_path=tmp_path)
+    checks = [c for c in report["checks"] if c["component"] == "model" and c["check"] == "agrees_with_reference"]
+    assert checks and {(c["verdict"], c["cause"]) for c in checks} == {("missing",
+                                                                        "adapter.model_prepends_start_token")}, output
+
+
+def test_the_reference_takes_the_candidates_own_small_eps():
+    block = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4, eps=1e-6))
+    assert stated_eps(block) == 1e-6
+    reference = adopt_eps(nn.Sequential(ReferenceLayerNorm(4)), stated_eps(block))
+    assert reference[0].eps == 1e-6
+    assert stated_eps(nn.LayerNorm(4, eps=12.0)) is None  # a large eps is a mistake its own checks name
+    assert stated_eps(nn.Sequential(nn.LayerNorm(4, eps=1e-6), nn.LayerNorm(4, eps=1e-5))) is None
