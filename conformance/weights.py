@@ -56,7 +56,7 @@ normalized to within 0.05 % (the common values are 1e-5 and 1e-6). The paper lea
 
 def norm_eps(module):
     """``[(path, eps)]`` of every norm-like module inside ``module`` whose eps can be read."""
-    found = [(path or "(itself)", m.eps if isinstance(m, torch.nn.LayerNorm) else module_eps(m))
+    found = [(path or "(itself)", m.eps if isinstance(m, NORM_TYPES) else module_eps(m))
              for path, m in norm_modules(module)]
     return [(path, eps) for path, eps in found if eps is not None]
 
@@ -250,7 +250,7 @@ def module_eps(module):
 def stated_eps(module):
     """The one small eps (at most :data:`EPS_LIMIT`) that every norm-like module of ``module`` whose eps can be read
     states, else None (none read, several, or a large one: a mistake its own checks name)."""
-    values = {m.eps if isinstance(m, NORM_TYPES) else module_eps(m) for _, m in norm_modules(module)} - {None}
+    values = {eps for _, eps in norm_eps(module)}
     return values.pop() if len(values) == 1 and 0 <= min(values) <= EPS_LIMIT else None
 
 
