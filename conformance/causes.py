@@ -121,6 +121,8 @@ CATALOGUE = (
     E("adapter.call_not_as_author", "", "the block crashed under the checker's call while the author's own "
       "enclosing block, built of the author's sub-blocks, calls it without a crash: the checker does not call it as "
       "its author does"),
+    E("adapter.model_prepends_start_token", "§3.1", "the model puts a start token before the target itself, so it "
+      "reads one token more than the reference and is not compared with the reference's numbers"),
     E("adapter.graft_does_not_fit", "", "a reference block put in place of a broken one is called by the author's "
       "code in another way"),
     E("device.tensor_on_wrong_device", "", "a tensor is left on another device than the module's inputs"),
