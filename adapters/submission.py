@@ -7,9 +7,10 @@ import os
 
 from adapters import torch_nn
 from adapters.calls import read_calls
-from adapters.discovery import candidates, discover, read_overrides, roles_in_uncompiled_cells
+from adapters.discovery import candidates, discover, padding_by_lengths, read_overrides, roles_in_uncompiled_cells
 from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
+from adapters.observe import author_sizes, observe
 from adapters.repairs import repaired_namespace
 from conformance.interface import Implementation
 from conformance.verdicts import Unusable
@@ -65,7 +66,16 @@ def load_from_path(path):
                                   for role, builder in roles.items()}))
     directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     overrides = read_overrides(directory)
-    found = discover(namespace, loaded.module.__name__, overrides, modules)
+    classes = [c for c in candidates(namespace, modules).values() if isinstance(c, type)]
+    observation = observe(loaded, modules, classes)
+    notes += observation.describe()
+    modules = loaded.project_modules()  # (what the author's scripts imported, and the globals they set)
+    namespace = loaded.namespace(modules)
+    sizes = author_sizes(namespace, modules, classes)
+    if sizes:
+        notes.append("the code builds itself at sizes it fixes ("
+                     + ", ".join(f"{k}={v}" for k, v in sizes.items()) + "): checked at those sizes")
+    found = discover(namespace, loaded.module.__name__, overrides, modules, sizes)
     names = {binding.name: role for role, binding in found.bindings.items()}
     roles, uncompiled = dict(found.roles), []
     for role, (name, problem) in roles_in_uncompiled_cells(loaded.problems, vars(loaded.module), roles).items():
@@ -75,11 +85,14 @@ def load_from_path(path):
         defined = sorted(candidates(namespace, modules))
         notes.append(f"the code defines: {', '.join(defined)}" if defined else
                      "the code defines no torch.nn.Module class and no function")
-    return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled,
+    padding = padding_by_lengths(found.bindings)
+    if padding:
+        notes.append("the model takes its padding as sequence lengths: the checks pad at the end of each sequence")
+    return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled, padding=padding,
                           locate=loaded.position, read=read_code(loaded, trees, names, namespace), grafts=found.grafts,
-                          unbound=loaded.unbound, broken=found.broken,
+                          unbound=loaded.unbound, broken=found.broken, fixed_sizes=sizes, observed=observation,
                           repair=repairer(path, loaded, trees, lambda new: discover(
-                              new, loaded.module.__name__, overrides, modules).roles))
+                              new, loaded.module.__name__, overrides, modules, sizes).roles))
 
 
 def repairer(path, loaded, trees, roles_in):

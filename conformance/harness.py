@@ -42,6 +42,9 @@ class Case:
 
     def __post_init__(self):
         global LATEST_CASE
+        fixed = getattr(self.impl, "fixed_sizes", None)
+        if fixed:  # code that builds itself at its author's sizes is checked at those sizes
+            self.cfg = dataclasses.replace(self.cfg, **fixed)
         fed = self.impl.hyperparameters("model")
         if fed is not None and "src_vocab" in fed and "tgt_vocab" not in fed:  # one vocabulary for both sides
             self.cfg = dataclasses.replace(self.cfg, tgt_vocab=self.cfg.src_vocab)
@@ -90,6 +93,10 @@ class Case:
     def padding_mask(self, length):
         """A random padding mask ``(batch, 1, length)``: True = real token, at least one real token per row,
         and at least one padded position somewhere when length > 1."""
+        if getattr(self.impl, "padding", None) == "lengths":  # code told the padding by lengths: at the end
+            lengths = torch.randint(1, length + 1, (self.batch,), generator=self.generator)
+            lengths[0] = max(length - 1, 1)
+            return (torch.arange(length) < lengths.unsqueeze(-1)).unsqueeze(1).to(self.device)
         keep = torch.rand(self.batch, length, generator=self.generator) < 0.6
         keep[:, 0] = True
         if length > 1:

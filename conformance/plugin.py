@@ -180,6 +180,11 @@ def classify(excinfo, component, locate=None, impl=None):
         return (MISSING, "adapter.head_count_not_taken", f"{component}'s constructor takes no head count, so the "
                 "checker cannot set the one the count was drawn for: a width its code splits into a head count of "
                 f"its own may not divide ({exc.cause}: {exc.observed})")
+    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause == "padding_mask.pad_idx_ignored" \
+            and not takes(impl, component, "pad_idx"):
+        return (MISSING, "adapter.pad_idx_not_taken", "the padding-mask helper takes no pad index, so the checker "
+                "cannot set one: its code fixes its own (a global or a constant), which a mask equal to "
+                f"(tokens != 0) may well be ({exc.cause}: {exc.observed})")
     if isinstance(exc, Finding):
         if exc.reproduction is None and exc.verdict != MISSING and harness.LATEST_CASE is not None:
             exc.reproduction = harness.LATEST_CASE.reproduction(component)
