@@ -232,6 +232,11 @@ def checker_fault(impl, component, crash, exc, tb):
     if crash.cause == "error.undefined_name" and missing in getattr(impl, "unbound", {}):
         return "adapter.import_failed", (f"{missing!r} was to come from an import that failed while loading "
                                          f"({impl.unbound[missing]}): a package missing here, not a mistake")
+    assigned = getattr(getattr(impl, "observed", None), "assigned", {})
+    if crash.cause == "error.undefined_name" and missing in assigned:
+        return "adapter.global_set_by_main", (f"{missing!r} is a global that {assigned[missing]} sets, and running "
+                                              "it did not get that far here (adapters.observe): the code needs the "
+                                              "author's own run, not a fix")
     if TAKES_TOKEN_IDS in str(exc):
         return "adapter.takes_token_ids", (f"{component} embeds token ids itself, and the checker's canonical call "
                                            "gives it vectors")

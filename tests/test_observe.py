@@ -172,3 +172,19 @@ def test_a_pad_index_the_helper_does_not_take_is_missing_not_a_fail():
     assert (verdict, cause) == (MISSING, "adapter.pad_idx_not_taken")
     helper.hyperparameters = {"pad_idx"}
     assert classify(types.SimpleNamespace(value=failure, tb=None), "padding_mask", impl=impl)[0] != MISSING
+
+
+def test_a_global_the_main_block_never_set_is_missing_not_an_error(tmp_path):
+    """A main block that fails before it sets the sizes (data the checker does not have): the classes reading them
+    raise NameError, which is the checker's doing, not the author's."""
+    main = MAIN.replace('if __name__ == "__main__":\n', 'if __name__ == "__main__":\n    open("corpus.txt")\n')
+    loaded = load_code(notebook(tmp_path / "nb.ipynb", BLOCKS, main))
+    block = vars(loaded.module)["Block"]
+    seen = observe.observe(loaded, loaded.project_modules(), [block], budget=10)
+    assert seen.completed is None and "FileNotFoundError" in seen.ran[0] and "d_model" in seen.assigned
+    impl = types.SimpleNamespace(observed=seen, unbound={}, broken=None, roles={}, grafts={})
+    with pytest.raises(NameError) as error:
+        block()
+    verdict, cause, message = classify(error, "feed_forward", impl=impl)
+    assert (verdict, cause) == (MISSING, "adapter.global_set_by_main")
+    assert "the main block of cell 2" in message
