@@ -1613,13 +1613,9 @@ class Discovery:
         return len(self.bindings) - len(self.broken)
 
 
-def discover(namespace, module_name, overrides=None, modules=None, sizes=None):
+def discover(namespace, module_name, overrides=None, modules=None):
     """Bind every role found in ``namespace`` (a submission's module dict); see the module docstring. Where several
-    classes could play a role, the one the bound blocks assemble wins (:func:`assembled_together`). ``sizes``: the
-    sizes the author fixed in the code (``adapters.observe.author_sizes``), at which candidates are then probed."""
-    if sizes:
-        with probing_at(sizes):
-            return discover(namespace, module_name, overrides, modules)
+    classes could play a role, the one the bound blocks assemble wins (:func:`assembled_together`)."""
     modules = modules or {module_name}
     found, tried = bind_roles(namespace, module_name, overrides, modules), [set()]
     for _ in range(ASSEMBLY_PASSES):
@@ -1629,19 +1625,6 @@ def discover(namespace, module_name, overrides=None, modules=None, sizes=None):
         tried.append(prefer)
         found = bind_roles(namespace, module_name, overrides, modules, frozenset(prefer))
     return found
-
-
-@contextlib.contextmanager
-def probing_at(sizes):
-    """While discovery runs, its probe configuration (:data:`PROBE`) at the author's fixed ``sizes``: code that
-    builds itself at its own width cannot be probed at another."""
-    global PROBE
-    saved = PROBE
-    PROBE = dataclasses.replace(PROBE, **sizes)
-    try:
-        yield
-    finally:
-        PROBE = saved
 
 
 ASSEMBLY_PASSES = 3

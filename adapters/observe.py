@@ -15,15 +15,15 @@ instances are recorded (:class:`Observation`); the run stops, by a sentinel rais
 a module built at top level (the model, not one of its parts) completes a forward pass, so that a training loop is
 never run to its end.
 
-What the checker takes from it (:func:`author_sizes`): where the author's classes take no size at all and read
-them from globals or a constants module, the sizes the author fixed there (``D_MODEL = 512``, ``n_heads = 8``, ...)
-are the configuration the checks must run at: a block built at its author's own width cannot be fed the checker's.
+What the checker takes from it (:func:`size_knobs`): where the author's classes take no size at all and read
+them from globals (set by the main block it ran) or from a constants module (``D_MODEL = 512``, ``n_heads = 8``),
+those globals are the author's way of configuring a block, and the checker sets them to its own configuration
+before it builds one (:func:`set_sizes`), rather than build at one width and feed another.
 """
 from __future__ import annotations
 
 import ast
 import contextlib
-import dataclasses
 import inspect
 import io
 import os
@@ -44,8 +44,8 @@ FIRST_SCRIPTS = ("demo", "example", "examples", "main", "run", "sample", "quicks
                  "translate", "train")
 """Names of a project's scripts, in the order they are tried (demos before training loops); others come after."""
 
-SIZE_FIELDS = ("d_model", "h", "d_ff", "N", "vocab_size", "src_vocab", "tgt_vocab", "max_len")
-"""The fields of ``conformance.interface.Config`` an author's constants can fix."""
+SIZE_FIELDS = ("d_model", "h", "d_ff", "N", "vocab_size", "src_vocab", "tgt_vocab", "max_len", "dropout")
+"""The fields of ``conformance.interface.Config`` an author's globals can set."""
 
 
 class Observed(BaseException):
@@ -256,13 +256,16 @@ def run_one(code, namespace, filename, seconds):
     return "ran to its end"
 
 
-def author_sizes(namespace, modules, module_classes):
-    """The sizes the author fixed in the code itself, ``{Config field: value}``, when the author's module classes
-    take none of them as constructor arguments and read them from globals or a constants module instead; else {}.
+def size_knobs(namespace, modules, module_classes):
+    """The globals through which the author's code takes its sizes, ``[(module dict, name, Config field)]``, when
+    the author's module classes take none of them as constructor arguments and read them from globals or a
+    constants module instead; else [].
 
-    The values are the module-level integers of the submission's modules (the loaded module's globals, set by its
-    main block when observed, and those of its other modules) whose names are those of the canonical sizes
-    (``D_MODEL``, ``n_heads``, ``N_LAYERS``, ``SRC_VOCAB_SIZE`` ...); a width must be among them."""
+    They are the module-level numbers of the submission's modules (the loaded module's globals, set by its main
+    block when observed, and those of its other modules, a copy ``from constants import D_MODEL`` included) whose
+    names are those of the canonical sizes (``D_MODEL``, ``n_heads``, ``N_LAYERS``, ``SRC_VOCAB_SIZE``, ``DROPOUT``
+    ...); a width must be among them. Setting them before a block is built is how its author configures it: the
+    checker does the same (:func:`set_sizes`), instead of feeding a constructor that takes nothing."""
     from adapters.discovery import argument_role  # (discovery imports this module)
     for cls in module_classes:
         try:
@@ -270,25 +273,31 @@ def author_sizes(namespace, modules, module_classes):
         except (TypeError, ValueError):
             continue
         if any(argument_role(p) in ("d_model", "h", "d_ff") for p in parameters):
-            return {}
-    found = {}
+            return []
+    knobs, seen = [], set()
     sources = [namespace] + [vars(sys.modules[m]) for m in sorted(modules) if m in sys.modules]
     for values in sources:
+        if id(values) in seen:
+            continue
+        seen.add(id(values))
         for name, value in list(values.items()):
-            canonical = argument_role(name) if type(value) is int and not name.startswith("_") else None
-            if canonical in SIZE_FIELDS and value > 0:
-                found.setdefault(canonical, value)
-    if "d_model" not in found:
-        return {}
-    if "vocab_size" in found:
-        found.setdefault("src_vocab", found["vocab_size"])
-        found.setdefault("tgt_vocab", found["vocab_size"])
-    elif "src_vocab" in found:
-        found["vocab_size"] = found["src_vocab"]
-    return found
+            if name.startswith("_") or type(value) not in (int, float):
+                continue
+            canonical = argument_role(name)
+            if canonical in SIZE_FIELDS and type(value) is int and value > 0 or canonical == "dropout" \
+                    and type(value) is float and 0 <= value < 1:
+                knobs.append((values, name, canonical))
+    return knobs if any(field == "d_model" for _, _, field in knobs) else []
 
 
-def fixed_config(cfg, sizes):
-    """``cfg`` (a ``Config``) at the author's fixed ``sizes``: where code builds itself at its own sizes, the
-    checks run at those sizes."""
-    return dataclasses.replace(cfg, **sizes) if sizes else cfg
+def set_sizes(knobs, cfg):
+    """Set the author's size globals ``knobs`` (:func:`size_knobs`) to the sizes of ``cfg`` (a ``Config``): a single
+    vocabulary to the source's."""
+    for values, name, canonical in knobs:
+        values[name] = getattr(cfg, "src_vocab" if canonical == "vocab_size" else canonical)
+
+
+def describe_knobs(knobs):
+    names = sorted({f"{name} ({canonical})" for _, name, canonical in knobs})
+    return (f"the code takes its sizes from globals it sets itself, not from its constructors: {', '.join(names)}; "
+            "the checker sets them to its own before building, as the author's configuration does")

@@ -7,10 +7,11 @@ import os
 
 from adapters import torch_nn
 from adapters.calls import read_calls
-from adapters.discovery import candidates, discover, padding_by_lengths, read_overrides, roles_in_uncompiled_cells
+from adapters.discovery import (PROBE, candidates, discover, padding_by_lengths, read_overrides,
+                                 roles_in_uncompiled_cells)
 from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
-from adapters.observe import author_sizes, observe
+from adapters.observe import describe_knobs, observe, set_sizes, size_knobs
 from adapters.repairs import repaired_namespace
 from conformance.interface import Implementation
 from conformance.verdicts import Unusable
@@ -71,11 +72,14 @@ def load_from_path(path):
     notes += observation.describe()
     modules = loaded.project_modules()  # (what the author's scripts imported, and the globals they set)
     namespace = loaded.namespace(modules)
-    sizes = author_sizes(namespace, modules, classes)
-    if sizes:
-        notes.append("the code builds itself at sizes it fixes ("
-                     + ", ".join(f"{k}={v}" for k, v in sizes.items()) + "): checked at those sizes")
-    found = discover(namespace, loaded.module.__name__, overrides, modules, sizes)
+    knobs = size_knobs(namespace, modules, classes)
+    if knobs:
+        notes.append(describe_knobs(knobs))
+        set_sizes(knobs, PROBE)
+    found = discover(namespace, loaded.module.__name__, overrides, modules)
+    for builder in found.roles.values() if knobs else ():  # the sizes reach the code through its globals
+        if isinstance(getattr(builder, "hyperparameters", None), set):
+            builder.hyperparameters |= {"src_vocab" if f == "vocab_size" else f for _, _, f in knobs} - {"max_len"}
     names = {binding.name: role for role, binding in found.bindings.items()}
     roles, uncompiled = dict(found.roles), []
     for role, (name, problem) in roles_in_uncompiled_cells(loaded.problems, vars(loaded.module), roles).items():
@@ -90,9 +94,9 @@ def load_from_path(path):
         notes.append("the model takes its padding as sequence lengths: the checks pad at the end of each sequence")
     return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled, padding=padding,
                           locate=loaded.position, read=read_code(loaded, trees, names, namespace), grafts=found.grafts,
-                          unbound=loaded.unbound, broken=found.broken, fixed_sizes=sizes, observed=observation,
+                          unbound=loaded.unbound, broken=found.broken, size_knobs=knobs, observed=observation,
                           repair=repairer(path, loaded, trees, lambda new: discover(
-                              new, loaded.module.__name__, overrides, modules, sizes).roles))
+                              new, loaded.module.__name__, overrides, modules).roles))
 
 
 def repairer(path, loaded, trees, roles_in):

@@ -42,12 +42,11 @@ class Case:
 
     def __post_init__(self):
         global LATEST_CASE
-        fixed = getattr(self.impl, "fixed_sizes", None)
-        if fixed:  # code that builds itself at its author's sizes is checked at those sizes
-            self.cfg = dataclasses.replace(self.cfg, **fixed)
         fed = self.impl.hyperparameters("model")
         if fed is not None and "src_vocab" in fed and "tgt_vocab" not in fed:  # one vocabulary for both sides
             self.cfg = dataclasses.replace(self.cfg, tgt_vocab=self.cfg.src_vocab)
+        for values, name, field in getattr(self.impl, "size_knobs", ()):  # code reading its sizes from globals
+            values[name] = getattr(self.cfg, "src_vocab" if field == "vocab_size" else field)
         self.generator = torch.Generator().manual_seed(self.seed)
         LATEST_CASE = self
 

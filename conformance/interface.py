@@ -86,9 +86,9 @@ class Implementation:
     """An implementation under test: a name and its role builders."""
 
     def __init__(self, spec, roles, origin=None, notes=(), locate=None, read=None, repair=None, grafts=None,
-                 unbound=None, broken=None, fixed_sizes=None, observed=None, padding=None):
+                 unbound=None, broken=None, size_knobs=None, observed=None, padding=None):
         self.spec = spec
-        self.fixed_sizes = dict(fixed_sizes or {})  # Config field -> the size the author's code fixes itself
+        self.size_knobs = list(size_knobs or ())  # (module dict, global name, Config field): sizes read from globals
         self.observed = observed  # what running the author's own entry points showed (``adapters.observe``)
         self.padding = padding  # "lengths": the model takes its padding as sequence lengths (padded at the end)
         self.broken = broken  # discovered code: the roles failing under the canonical call on its probe configuration

@@ -72,7 +72,8 @@ def test_a_notebooks_main_block_is_run_and_stopped_after_the_models_forward_pass
     assert {"d_model", "n_layers"} <= set(seen.assigned)
     assert vars(loaded.module)["d_model"] == 6  # the globals the author's classes read are set
     assert "stopped after the forward pass of Net" in seen.describe()[0]
-    assert observe.author_sizes(vars(loaded.module), modules, classes) == {"d_model": 6, "N": 2}
+    knobs = observe.size_knobs(vars(loaded.module), modules, classes)
+    assert sorted((name, field) for _, name, field in knobs) == [("d_model", "d_model"), ("n_layers", "N")]
 
 
 def test_sizes_are_not_fixed_where_the_classes_take_them(tmp_path):
@@ -80,7 +81,7 @@ def test_sizes_are_not_fixed_where_the_classes_take_them(tmp_path):
                             "def __init__(self, d_model=4):\n        super().__init__()\n        self.inner")
     loaded = load_code(notebook(tmp_path / "nb.ipynb", source, "d_model = 6\nn_layers = 2\n"))
     module = vars(loaded.module)
-    assert observe.author_sizes(module, loaded.project_modules(), [module["Block"], module["Net"]]) == {}
+    assert observe.size_knobs(module, loaded.project_modules(), [module["Block"], module["Net"]]) == []
 
 
 def test_a_projects_demo_script_is_run_as_main(tmp_path):
@@ -97,7 +98,9 @@ def test_a_projects_demo_script_is_run_as_main(tmp_path):
     net = sys_module("model.net")
     seen = observe.observe(loaded, modules, [net.Block, net.Net], budget=10)
     assert seen.completed == "Net" and seen.ran == ["demo.py (stopped after the forward pass of Net)"]
-    assert observe.author_sizes(loaded.namespace(modules), modules, [net.Block, net.Net]) == {"d_model": 6, "N": 2}
+    knobs = observe.size_knobs(loaded.namespace(modules), modules, [net.Block, net.Net])
+    assert {(name, field) for _, name, field in knobs} == {("d_model", "d_model"), ("n_layers", "N"),
+                                                           ("D_MODEL", "d_model"), ("N_LAYERS", "N")}
 
 
 def sys_module(name):
@@ -105,16 +108,18 @@ def sys_module(name):
     return sys.modules[name]
 
 
-def test_code_reading_global_sizes_is_checked_at_them(tmp_path):
-    """End to end: a notebook whose blocks read globals set by its main block builds, at the author's sizes."""
+def test_code_reading_global_sizes_is_built_through_them(tmp_path):
+    """End to end: a notebook whose blocks read globals set by its main block is built at the checker's sizes, set
+    through those globals."""
     path = notebook(tmp_path / "nb.ipynb", BLOCKS.replace("class Net", "class Encoder"),
                     MAIN.replace("Net()", "Encoder()"))
     impl = load_implementation(str(path))
-    assert impl.fixed_sizes == {"d_model": 6, "N": 2}
-    case = Case(impl, Config(d_model=8, h=2, N=1), batch=1, src_len=3, tgt_len=2, dtype=torch.float32, seed=0)
-    assert case.cfg.d_model == 6 and case.cfg.N == 2
-    out = case.build("encoder")(*canonical_inputs(case, "encoder"))
-    assert out.shape == (1, 3, 6)
+    assert {(name, field) for _, name, field in impl.size_knobs} == {("d_model", "d_model"), ("n_layers", "N")}
+    assert {"d_model", "N"} <= impl.hyperparameters("encoder")
+    case = Case(impl, Config(d_model=8, h=2, N=3), batch=1, src_len=3, tgt_len=2, dtype=torch.float32, seed=0)
+    encoder = case.build("encoder")
+    assert encoder(*canonical_inputs(case, "encoder")).shape == (1, 3, 8)
+    assert sum(isinstance(m, torch.nn.Linear) for m in encoder.modules()) == 3
 
 
 def test_padding_given_as_lengths():
