@@ -7,8 +7,9 @@ What is run, in this order, each under a time budget:
    Jupyter a cell runs as ``__main__``, so a notebook's main block is code its author ran), run in the loaded
    module's namespace, so that the globals it sets (``d_model = 512``) are set as the author's classes expect;
    and those of the project's own modules, in their module's namespace;
-2. the scripts of a project folder that the loader did not import (``demo.py``, ``example.py``, ``main.py``,
-   ``train.py``: modules with top-level statements), as ``__main__``, demos and examples first.
+2. the demo scripts of a project folder that the loader did not import (``demo.py``, ``example.py``, ``main.py``:
+   modules with top-level statements), as ``__main__``; not a training script, which may write or download before
+   its model's first forward pass.
 
 While they run, every construction of one of the submission's ``nn.Module`` classes and every forward call of its
 instances are recorded (:class:`Observation`); the run stops, by a sentinel raised from a forward hook, as soon as
@@ -27,6 +28,7 @@ import contextlib
 import inspect
 import io
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -40,9 +42,10 @@ from adapters import loading
 BUDGET = 20.0
 """Seconds all the author's entry points together may run while observed."""
 
-FIRST_SCRIPTS = ("demo", "example", "examples", "main", "run", "sample", "quickstart", "usage", "inference",
-                 "translate", "train")
-"""Names of a project's scripts, in the order they are tried (demos before training loops); others come after."""
+DEMO_SCRIPTS = ("demo", "demos", "example", "examples", "sample", "quickstart", "usage", "inference", "translate",
+                "main", "run")
+"""Words naming a project's demo scripts, in the order they are tried. Only these are run: a training script
+(``train.py``) may write checkpoints or fetch data before its model's first forward pass."""
 
 SIZE_FIELDS = ("d_model", "h", "d_ff", "N", "vocab_size", "src_vocab", "tgt_vocab", "max_len", "dropout")
 """The fields of ``conformance.interface.Config`` an author's globals can set."""
@@ -152,18 +155,20 @@ def entry_points(loaded, modules):
 
 
 def project_scripts(directory):
-    """The project's scripts that the loader did not import (top-level statements other than definitions), not
-    tests, demos and examples first."""
+    """The project's demo scripts (:data:`DEMO_SCRIPTS`) that the loader did not import (top-level statements other
+    than definitions), not tests, in the order of :data:`DEMO_SCRIPTS`."""
     imported = set(loading.project_files(directory))
+    order = {name: i for i, name in enumerate(DEMO_SCRIPTS)}
     scripts = []
     for file in sorted(directory.rglob("*.py")):
         parts = file.relative_to(directory).parts
         if file in imported or any(p.startswith((".", "_")) or p in ("tests", "test", "venv", "env", "build")
                                    for p in parts) or file.name.startswith(("test_", "setup", "conftest")):
             continue
-        scripts.append(file)
-    order = {name: i for i, name in enumerate(FIRST_SCRIPTS)}
-    return sorted(scripts, key=lambda f: (order.get(f.stem.lower(), len(order)), len(f.parts), str(f)))
+        words = [w for w in re.split(r"[_\W]+", file.stem.lower()) if w in order]
+        if words:
+            scripts.append((min(order[w] for w in words), len(parts), str(file), file))
+    return [file for *_, file in sorted(scripts)]
 
 
 class Recorder:
