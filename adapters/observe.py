@@ -231,7 +231,7 @@ def observe(loaded, modules, classes, budget=BUDGET):
     deadline = time.monotonic() + budget
     for label, tree, filename, namespace in entry_points(loaded, modules):
         observation.assigned.update(dict.fromkeys(assigned_names(tree.body), label))
-    with loading._sandbox(loaded.path), Recorder(classes, observation):
+    with loading._sandbox(loaded.path), torch_state(), Recorder(classes, observation):
         for label, tree, filename, namespace in entry_points(loaded, modules):
             remaining = deadline - time.monotonic()
             if remaining <= 0 or observation.completed:
@@ -243,6 +243,21 @@ def observe(loaded, modules, classes, budget=BUDGET):
             ended = run_one(code, namespace, filename, remaining)
             observation.ran.append(f"{label} ({ended})")
     return observation
+
+
+@contextlib.contextmanager
+def torch_state():
+    """Torch's global settings as they were before the author's code ran (its default dtype, grad mode, random
+    state and thread count), whatever the code set."""
+    dtype, grad, rng, threads = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.random.get_rng_state(),
+                                 torch.get_num_threads())
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+        torch.random.set_rng_state(rng)
+        torch.set_num_threads(threads)
 
 
 def run_one(code, namespace, filename, seconds):
