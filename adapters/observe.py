@@ -305,7 +305,7 @@ def size_knobs(namespace, modules, module_classes):
                 continue
             canonical = argument_role(name)
             if canonical in SIZE_FIELDS and type(value) is int and value > 0 or canonical == "dropout" \
-                    and type(value) is float and 0 <= value < 1:
+                    and type(value) is float and 0 <= value < 1 or canonical == "pad_idx" and type(value) is int:
                 knobs.append((values, name, canonical))
     return knobs if any(field == "d_model" for _, _, field in knobs) else []
 
@@ -314,10 +314,32 @@ def set_sizes(knobs, cfg):
     """Set the author's size globals ``knobs`` (:func:`size_knobs`) to the sizes of ``cfg`` (a ``Config``): a single
     vocabulary to the source's."""
     for values, name, canonical in knobs:
-        values[name] = getattr(cfg, "src_vocab" if canonical == "vocab_size" else canonical)
+        if canonical != "pad_idx":  # (a pad index is no field of the configuration: see with_pad_index)
+            values[name] = getattr(cfg, "src_vocab" if canonical == "vocab_size" else canonical)
+
+
+def with_pad_index(helper, knobs):
+    """The canonical padding-mask helper ``helper`` of code whose helper takes no pad index and reads a global one
+    (``(tokens != PAD_ID)``): the pad index it is asked for is set through those globals for the call."""
+    pads = [(values, name) for values, name, canonical in knobs if canonical == "pad_idx"]
+    if not pads or "pad_idx" in (getattr(helper, "hyperparameters", None) or {"pad_idx"}):
+        return helper
+
+    def padding_mask(tokens, pad_idx):
+        saved = [values[name] for values, name in pads]
+        for values, name in pads:
+            values[name] = pad_idx
+        try:
+            return helper(tokens, pad_idx)
+        finally:
+            for (values, name), value in zip(pads, saved):
+                values[name] = value
+    padding_mask.__name__ = getattr(helper, "__name__", "padding_mask")
+    padding_mask.hyperparameters = {"pad_idx"}
+    return padding_mask
 
 
 def describe_knobs(knobs):
-    names = sorted({f"{name} ({canonical})" for _, name, canonical in knobs})
+    names = sorted({f"{name} ({canonical})" for _, name, canonical in knobs if canonical != "pad_idx"})
     return (f"the code takes its sizes from globals it sets itself, not from its constructors: {', '.join(names)}; "
             "the checker sets them to its own before building, as the author's configuration does")

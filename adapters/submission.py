@@ -11,7 +11,7 @@ from adapters.discovery import (PROBE, candidates, discover, padding_by_lengths,
                                  roles_in_uncompiled_cells)
 from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
-from adapters.observe import describe_knobs, observe, set_sizes, size_knobs
+from adapters.observe import describe_knobs, observe, set_sizes, size_knobs, with_pad_index
 from adapters.repairs import repaired_namespace
 from conformance.interface import Implementation
 from conformance.verdicts import Unusable
@@ -79,9 +79,12 @@ def load_from_path(path):
     found = discover(namespace, loaded.module.__name__, overrides, modules)
     for builder in found.roles.values() if knobs else ():  # the sizes reach the code through its globals
         if isinstance(getattr(builder, "hyperparameters", None), set):
-            builder.hyperparameters |= {"src_vocab" if f == "vocab_size" else f for _, _, f in knobs} - {"max_len"}
+            builder.hyperparameters |= {"src_vocab" if f == "vocab_size" else f for _, _, f in knobs} - {
+                "max_len", "pad_idx"}
     names = {binding.name: role for role, binding in found.bindings.items()}
     roles, uncompiled = dict(found.roles), []
+    if "padding_mask" in roles:
+        roles["padding_mask"] = with_pad_index(roles["padding_mask"], knobs)
     for role, (name, problem) in roles_in_uncompiled_cells(loaded.problems, vars(loaded.module), roles).items():
         roles[role] = never_defined(name, problem.message)
         uncompiled.append(f"{role}: {name} is defined in a cell that does not compile ({problem.message})")

@@ -193,3 +193,19 @@ def test_a_global_the_main_block_never_set_is_missing_not_an_error(tmp_path):
     verdict, cause, message = classify(error, "feed_forward", impl=impl)
     assert (verdict, cause) == (MISSING, "adapter.global_set_by_main")
     assert "the main block of cell 2" in message
+
+
+def test_a_pad_index_read_from_a_global_is_set_through_it():
+    namespace = {"PAD_ID": 0}
+
+    def make_pad_mask(tokens):
+        return (tokens != namespace["PAD_ID"]).unsqueeze(-2)
+
+    def canonical(tokens, pad_idx):  # (discovery's wrapper of a helper taking no pad index)
+        return make_pad_mask(tokens)
+    canonical.hyperparameters = set()
+    helper = observe.with_pad_index(canonical, [(namespace, "PAD_ID", "pad_idx"), (namespace, "D", "d_model")])
+    tokens = torch.tensor([[1, 2, 0, 2]])
+    assert helper(tokens, 2).tolist() == [[[True, False, True, False]]]
+    assert namespace["PAD_ID"] == 0 and helper.hyperparameters == {"pad_idx"}
+    assert observe.with_pad_index(canonical, [(namespace, "D", "d_model")]) is canonical
