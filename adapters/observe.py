@@ -322,7 +322,8 @@ def with_pad_index(helper, knobs):
     """The canonical padding-mask helper ``helper`` of code whose helper takes no pad index and reads a global one
     (``(tokens != PAD_ID)``): the pad index it is asked for is set through those globals for the call."""
     pads = [(values, name) for values, name, canonical in knobs if canonical == "pad_idx"]
-    if not pads or "pad_idx" in (getattr(helper, "hyperparameters", None) or {"pad_idx"}):
+    taken = getattr(helper, "hyperparameters", None)
+    if not pads or taken is None or "pad_idx" in taken:
         return helper
 
     def padding_mask(tokens, pad_idx):
