@@ -46,7 +46,8 @@ class Case:
         if fed is not None and "src_vocab" in fed and "tgt_vocab" not in fed:  # one vocabulary for both sides
             self.cfg = dataclasses.replace(self.cfg, tgt_vocab=self.cfg.src_vocab)
         for values, name, field in getattr(self.impl, "size_knobs", ()):  # code reading its sizes from globals
-            values[name] = getattr(self.cfg, "src_vocab" if field == "vocab_size" else field)
+            if hasattr(self.cfg, field):  # (its pad index is set by the padding-mask helper's call)
+                values[name] = getattr(self.cfg, "src_vocab" if field == "vocab_size" else field)
         self.generator = torch.Generator().manual_seed(self.seed)
         LATEST_CASE = self
 
