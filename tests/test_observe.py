@@ -1,6 +1,8 @@
 """``adapters.observe``: the author's own usage observed (main blocks, scripts), sizes the code fixes itself, and the
 calls and classifications that follow from them (padding given as lengths, a pad index the code fixes)."""
+import inspect
 import json
+import sys
 import textwrap
 import time
 import types
@@ -95,17 +97,12 @@ def test_a_projects_demo_script_is_run_as_main(tmp_path):
                                                "print(Net()(torch.zeros(1, 2, 6)).shape)\nraise SystemExit(3)\n")
     loaded = load_code(tmp_path / "proj")
     modules = loaded.project_modules()
-    net = sys_module("model.net")
+    net = sys.modules["model.net"]
     seen = observe.observe(loaded, modules, [net.Block, net.Net], budget=10)
     assert seen.completed == "Net" and seen.ran == ["demo.py (stopped after the forward pass of Net)"]
     knobs = observe.size_knobs(loaded.namespace(modules), modules, [net.Block, net.Net])
     assert {(name, field) for _, name, field in knobs} == {("d_model", "d_model"), ("n_layers", "N"),
                                                            ("D_MODEL", "d_model"), ("N_LAYERS", "N")}
-
-
-def sys_module(name):
-    import sys
-    return sys.modules[name]
 
 
 def test_code_reading_global_sizes_is_built_through_them(tmp_path):
@@ -123,7 +120,7 @@ def test_code_reading_global_sizes_is_built_through_them(tmp_path):
 
 
 def test_padding_given_as_lengths():
-    parameters = [types.SimpleNamespace(name=n, default=inspect_empty(), kind=1)
+    parameters = [types.SimpleNamespace(name=n, default=inspect.Parameter.empty, kind=1)
                   for n in ("src", "tgt", "src_lengths", "tgt_lengths")]
     assert lengths_of("tgt_lens", ["src_mask", "tgt_mask"], []) == f"tgt_mask:{LENGTHS}"
     assert lengths_of("src_len", ["src_mask"], []) is None  # (a single length: a size, not the padding)
@@ -136,11 +133,6 @@ def test_padding_given_as_lengths():
     with pytest.raises(Missing) as hole:
         mask_lengths(torch.tensor([[True, False, True]]).unsqueeze(1))
     assert hole.value.cause == "adapter.padding_not_expressible_as_lengths"
-
-
-def inspect_empty():
-    import inspect
-    return inspect.Parameter.empty
 
 
 def test_a_model_taking_lengths_is_checked_with_padding_at_the_end(tmp_path):
