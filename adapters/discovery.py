@@ -40,6 +40,7 @@ from adapters.lint import self_attributes
 from conformance.harness import PAD, Case, canonical_inputs, run
 from conformance.interface import FUNCTION_ROLES, Config, Implementation, call_with_canonical_arguments
 from conformance.probes import ignores_input_scale
+from conformance.verdicts import Missing
 
 ROLE_NAMES = {
     "embedding": ["embedding", "embeddings", "inputembedding", "inputembeddings", "tokenembedding", "wordembedding",
@@ -708,7 +709,8 @@ def call_plan(parameters, wanted, torch_style=False):
     plan = [None] * len(parameters)
     for i, p in enumerate(parameters):
         n = normalize(p.name)
-        for canonical in wanted:
+        plan[i] = lengths_of(p.name, wanted, plan)
+        for canonical in wanted if plan[i] is None else ():
             if n in {normalize(s) for s in CALL_NAMES[canonical]} and canonical not in plan:
                 if canonical in ("src_mask",) and "tgt_mask" in wanted and n in ("mask", "attnmask", "attentionmask"):
                     continue
@@ -730,6 +732,37 @@ def call_plan(parameters, wanted, torch_style=False):
             elif p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 plan[i] = harmless_argument(p.name)
     return plan
+
+
+LENGTHS = "lengths"
+"""The part of a canonical mask given to a parameter that takes padding as sequence lengths (``src_lengths``)."""
+
+
+def lengths_of(name, wanted, plan):
+    """``"src_mask:lengths"`` (or the target's) for a forward parameter named for sequence lengths (``src_lengths``,
+    ``tgt_lens``, ``lengths``): padding given as the length of each sequence, the masks built from it by the code
+    itself; else None."""
+    words = set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()))
+    if not words & {"lengths", "lens", "seqlens"}:
+        return None
+    target = bool(words & WORDS["target"] - {"output", "out"})
+    mask = "tgt_mask" if target else "src_mask"
+    taken = {c for c in plan if c}
+    if mask not in wanted or f"{mask}:{LENGTHS}" in taken:
+        return None
+    return f"{mask}:{LENGTHS}"
+
+
+def mask_lengths(mask):
+    """The sequence lengths (batch,) a canonical mask gives its keys: the keys some query may see, which must be a
+    prefix of each sequence (else a ``missing`` verdict: the check cannot be made as the code takes its inputs)."""
+    seen = mask.any(-2).reshape(mask.shape[0], -1)
+    lengths = seen.sum(-1)
+    if not torch.equal(seen, torch.arange(seen.shape[-1], device=seen.device) < lengths.unsqueeze(-1)):
+        raise Missing("adapter.padding_not_expressible_as_lengths", "a padding mask its sequence lengths can express",
+                      "the code takes padding as sequence lengths, and this check's mask pads positions that are not "
+                      "at the end of a sequence, which lengths cannot express")
+    return lengths
 
 
 def torch_style_plan(parameters, plan, wanted):
@@ -1035,6 +1068,8 @@ def argument_values(arguments, named, convention):
     for name, c in arguments:
         if c.startswith("value:"):
             values[name] = constant(c)
+        elif c.endswith(":" + LENGTHS) and c.split(":")[0] in named:
+            values[name] = mask_lengths(named[c.split(":")[0]])
         elif ":" in c and c.split(":")[0] in named:
             values[name] = torch_mask(named[c.split(":")[0]], c.split(":")[1])
         elif c in named:
@@ -1232,6 +1267,7 @@ def function_role(binding, convention):
             if binding.layout == SEQUENCE_FIRST and isinstance(mask, torch.Tensor) and mask.shape == tokens.shape:
                 mask = mask.unsqueeze(-2)  # torch's key-padding mask, (batch, length) in either layout
             return mask
+        padding_mask.hyperparameters = {"pad_idx"} & {c for _, c in arguments}  # (a pad index its code may fix)
         return padding_mask
     return attention_function(binding, convention)
 
@@ -1547,6 +1583,21 @@ def takes_two_vocabularies(cls):
     return {"src_vocab", "tgt_vocab"} <= names
 
 
+def padding_by_lengths(bindings):
+    """``"lengths"`` when the bound model's forward takes its padding as sequence lengths (:func:`lengths_of`),
+    else None: the checks then pad at the end of each sequence, as lengths can say."""
+    model = bindings.get("model")
+    if model is None or not inspect.isclass(model.target):
+        return None
+    try:
+        parameters = [p for p in list(inspect.signature(model.target.forward).parameters.values())[1:]
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return None
+    plan = call_plan(parameters, CANONICAL_CALLS["model"])
+    return LENGTHS if any(c and c.endswith(":" + LENGTHS) for c in plan) else None
+
+
 def makes_causal_mask(function):
     """True when ``function`` takes a size (and maybe a device) and returns a 3 x 3 mask of the subsequent
     positions in some convention (``create_mask(seq_len, device)`` -> triu(ones, 1).bool()). Only a function whose
@@ -1585,6 +1636,11 @@ def behaves(implementation, role):
                 return f"returned shape {tuple(out.shape)} for tokens {tuple(tokens.shape)}: not a mask over the keys"
             return None
         out, _ = run(case, role)
+    except Missing as exc:  # a model taking lengths: probed again with its padding at the end of each sequence
+        if exc.cause == "adapter.padding_not_expressible_as_lengths" and implementation.padding is None:
+            implementation.padding = LENGTHS
+            return behaves(implementation, role)
+        return f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # the candidate's own code: any exception means "does not fit"
         return f"{type(exc).__name__}: {exc}"
     return None

@@ -7,9 +7,11 @@ import os
 
 from adapters import torch_nn
 from adapters.calls import read_calls
-from adapters.discovery import candidates, discover, read_overrides, roles_in_uncompiled_cells
+from adapters.discovery import (PROBE, candidates, discover, padding_by_lengths, read_overrides,
+                                 roles_in_uncompiled_cells)
 from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
+from adapters.observe import describe_knobs, observe, set_sizes, size_knobs, with_pad_index
 from adapters.repairs import repaired_namespace
 from conformance.interface import Implementation
 from conformance.verdicts import Unusable
@@ -69,9 +71,24 @@ def load_from_path(path):
                                   for role, builder in roles.items()}))
     directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     overrides = read_overrides(directory)
+    classes = [c for c in candidates(namespace, modules).values() if isinstance(c, type)]
+    observation = observe(loaded, modules, classes)
+    notes += observation.describe()
+    modules = loaded.project_modules()  # (what the author's scripts imported, and the globals they set)
+    namespace = loaded.namespace(modules)
+    knobs = size_knobs(namespace, modules, classes)
+    if knobs:
+        notes.append(describe_knobs(knobs))
+        set_sizes(knobs, PROBE)
     found = discover(namespace, loaded.module.__name__, overrides, modules)
+    for builder in found.roles.values() if knobs else ():  # the sizes reach the code through its globals
+        if isinstance(getattr(builder, "hyperparameters", None), set):
+            builder.hyperparameters |= {"src_vocab" if f == "vocab_size" else f for _, _, f in knobs} - {
+                "max_len", "pad_idx"}
     names = {binding.name: role for role, binding in found.bindings.items()}
     roles, uncompiled = dict(found.roles), []
+    if "padding_mask" in roles:
+        roles["padding_mask"] = with_pad_index(roles["padding_mask"], knobs)
     for role, (name, problem) in roles_in_uncompiled_cells(loaded.problems, vars(loaded.module), roles).items():
         roles[role] = never_defined(name, problem.message)
         uncompiled.append(f"{role}: {name} is defined in a cell that does not compile ({problem.message})")
@@ -79,9 +96,12 @@ def load_from_path(path):
         defined = sorted(candidates(namespace, modules))
         notes.append(f"the code defines: {', '.join(defined)}" if defined else
                      "the code defines no torch.nn.Module class and no function")
-    return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled,
+    padding = padding_by_lengths(found.bindings)
+    if padding:
+        notes.append("the model takes its padding as sequence lengths: the checks pad at the end of each sequence")
+    return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled, padding=padding,
                           locate=loaded.position, read=read_code(loaded, trees, names, namespace), grafts=found.grafts,
-                          unbound=loaded.unbound, broken=found.broken,
+                          unbound=loaded.unbound, broken=found.broken, size_knobs=knobs, observed=observation,
                           repair=repairer(path, loaded, trees, lambda new: discover(
                               new, loaded.module.__name__, overrides, modules).roles))
 

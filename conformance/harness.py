@@ -45,6 +45,9 @@ class Case:
         fed = self.impl.hyperparameters("model")
         if fed is not None and "src_vocab" in fed and "tgt_vocab" not in fed:  # one vocabulary for both sides
             self.cfg = dataclasses.replace(self.cfg, tgt_vocab=self.cfg.src_vocab)
+        for values, name, field in getattr(self.impl, "size_knobs", ()):  # code reading its sizes from globals
+            if hasattr(self.cfg, field):  # (its pad index is set by the padding-mask helper's call)
+                values[name] = getattr(self.cfg, "src_vocab" if field == "vocab_size" else field)
         self.generator = torch.Generator().manual_seed(self.seed)
         LATEST_CASE = self
 
@@ -90,6 +93,10 @@ class Case:
     def padding_mask(self, length):
         """A random padding mask ``(batch, 1, length)``: True = real token, at least one real token per row,
         and at least one padded position somewhere when length > 1."""
+        if getattr(self.impl, "padding", None) == "lengths":  # code told the padding by lengths: at the end
+            lengths = torch.randint(1, length + 1, (self.batch,), generator=self.generator)
+            lengths[0] = max(length - 1, 1)
+            return (torch.arange(length) < lengths.unsqueeze(-1)).unsqueeze(1).to(self.device)
         keep = torch.rand(self.batch, length, generator=self.generator) < 0.6
         keep[:, 0] = True
         if length > 1:

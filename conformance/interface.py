@@ -86,8 +86,11 @@ class Implementation:
     """An implementation under test: a name and its role builders."""
 
     def __init__(self, spec, roles, origin=None, notes=(), locate=None, read=None, repair=None, grafts=None,
-                 unbound=None, broken=None):
+                 unbound=None, broken=None, size_knobs=None, observed=None, padding=None):
         self.spec = spec
+        self.size_knobs = list(size_knobs or ())  # (module dict, global name, Config field): sizes read from globals
+        self.observed = observed  # what running the author's own entry points showed (``adapters.observe``)
+        self.padding = padding  # "lengths": the model takes its padding as sequence lengths (padded at the end)
         self.broken = broken  # discovered code: the roles failing under the canonical call on its probe configuration
         self.grafts = dict(grafts or {})  # role -> the reference's blocks built into it in place of broken ones
         self.unbound = dict(unbound or {})  # name -> the failed import that was to bind it, while loading

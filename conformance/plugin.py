@@ -204,6 +204,11 @@ def diagnosis(excinfo, component, locate, impl):
         return (MISSING, "adapter.head_count_not_taken", f"{component}'s constructor takes no head count, so the "
                 "checker cannot set the one the count was drawn for: a width its code splits into a head count of "
                 f"its own may not divide ({exc.cause}: {exc.observed})")
+    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause == "padding_mask.pad_idx_ignored" \
+            and not takes(impl, component, "pad_idx"):
+        return (MISSING, "adapter.pad_idx_not_taken", "the padding-mask helper takes no pad index, so the checker "
+                "cannot set one: its code fixes its own (a global or a constant), which a mask equal to "
+                f"(tokens != 0) may well be ({exc.cause}: {exc.observed})")
     if isinstance(exc, Finding):
         if exc.reproduction is None and exc.verdict != MISSING and harness.LATEST_CASE is not None:
             exc.reproduction = harness.LATEST_CASE.reproduction(component)
@@ -260,6 +265,11 @@ def checker_fault(impl, component, crash, exc, tb):
     if crash.cause == "error.undefined_name" and missing in getattr(impl, "unbound", {}):
         return "adapter.import_failed", (f"{missing!r} was to come from an import that failed while loading "
                                          f"({impl.unbound[missing]}): a package missing here, not a mistake")
+    assigned = getattr(getattr(impl, "observed", None), "assigned", {})
+    if crash.cause == "error.undefined_name" and missing in assigned:
+        return "adapter.global_set_by_main", (f"{missing!r} is a global that {assigned[missing]} sets, and running "
+                                              "it did not get that far here (adapters.observe): the code needs the "
+                                              "author's own run, not a fix")
     if TAKES_TOKEN_IDS in str(exc):
         return "adapter.takes_token_ids", (f"{component} embeds token ids itself, and the checker's canonical call "
                                            "gives it vectors")

@@ -1,0 +1,203 @@
+"""``adapters.observe``: the author's own usage observed (main blocks, scripts), sizes the code fixes itself, and the
+calls and classifications that follow from them (padding given as lengths, a pad index the code fixes)."""
+import inspect
+import json
+import sys
+import textwrap
+import time
+import types
+
+import pytest
+import torch
+
+from adapters import observe
+from adapters.discovery import LENGTHS, call_plan, lengths_of, mask_lengths
+from adapters.loading import load_code
+from adapters.submission import load_implementation
+from conformance.harness import Case, canonical_inputs
+from conformance.interface import Config
+from conformance.plugin import classify
+from conformance.verdicts import MISSING, Failure, Missing
+
+BLOCKS = '''
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(n_layers)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+'''
+
+MAIN = '''
+if __name__ == "__main__":
+    d_model = 6
+    n_layers = 2
+    net = Net()
+    out = net(torch.zeros(3, 4, d_model))
+    while True:  # a training loop that never ends
+        net(torch.zeros(3, 4, d_model)).sum().backward()
+'''
+
+
+def notebook(path, *cells):
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": c} for c in cells]}))
+    return path
+
+
+def test_a_notebooks_main_block_is_run_and_stopped_after_the_models_forward_pass(tmp_path):
+    loaded = load_code(notebook(tmp_path / "nb.ipynb", BLOCKS, MAIN))
+    modules = loaded.project_modules()
+    classes = [vars(loaded.module)["Block"], vars(loaded.module)["Net"]]
+    start = time.monotonic()
+    seen = observe.observe(loaded, modules, classes, budget=10)
+    assert time.monotonic() - start < 5  # stopped by the sentinel, not by the budget
+    assert seen.completed == "Net"
+    assert seen.constructed["Net"] == ((), {})
+    assert seen.calls["Block"].args == (("tensor", (3, 4, 6), "float32"),)
+    assert {"d_model", "n_layers"} <= set(seen.assigned)
+    assert vars(loaded.module)["d_model"] == 6  # the globals the author's classes read are set
+    assert "stopped after the forward pass of Net" in seen.describe()[0]
+    knobs = observe.size_knobs(vars(loaded.module), modules, classes)
+    assert sorted((name, field) for _, name, field in knobs) == [("d_model", "d_model"), ("n_layers", "N")]
+
+
+def test_sizes_are_not_fixed_where_the_classes_take_them(tmp_path):
+    source = BLOCKS.replace("def __init__(self):\n        super().__init__()\n        self.inner",
+                            "def __init__(self, d_model=4):\n        super().__init__()\n        self.inner")
+    loaded = load_code(notebook(tmp_path / "nb.ipynb", source, "d_model = 6\nn_layers = 2\n"))
+    module = vars(loaded.module)
+    assert observe.size_knobs(module, loaded.project_modules(), [module["Block"], module["Net"]]) == []
+
+
+def test_a_projects_demo_script_is_run_as_main(tmp_path):
+    package = tmp_path / "proj" / "model"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "constants.py").write_text("D_MODEL = 6\nN_LAYERS = 2\n")
+    (package / "net.py").write_text("from model.constants import D_MODEL as d_model, N_LAYERS as n_layers\n"
+                                    + BLOCKS)
+    (tmp_path / "proj" / "demo.py").write_text("import torch\nfrom model.net import Net\n"
+                                               "print(Net()(torch.zeros(1, 2, 6)).shape)\nraise SystemExit(3)\n")
+    loaded = load_code(tmp_path / "proj")
+    modules = loaded.project_modules()
+    net = sys.modules["model.net"]
+    seen = observe.observe(loaded, modules, [net.Block, net.Net], budget=10)
+    assert seen.completed == "Net" and seen.ran == ["demo.py (stopped after the forward pass of Net)"]
+    knobs = observe.size_knobs(loaded.namespace(modules), modules, [net.Block, net.Net])
+    assert {(name, field) for _, name, field in knobs} == {("d_model", "d_model"), ("n_layers", "N"),
+                                                           ("D_MODEL", "d_model"), ("N_LAYERS", "N")}
+
+
+def test_code_reading_global_sizes_is_built_through_them(tmp_path):
+    """End to end: a notebook whose blocks read globals set by its main block is built at the checker's sizes, set
+    through those globals."""
+    path = notebook(tmp_path / "nb.ipynb", BLOCKS.replace("class Net", "class Encoder"),
+                    MAIN.replace("Net()", "Encoder()"))
+    impl = load_implementation(str(path))
+    assert {(name, field) for _, name, field in impl.size_knobs} == {("d_model", "d_model"), ("n_layers", "N")}
+    assert {"d_model", "N"} <= impl.hyperparameters("encoder")
+    case = Case(impl, Config(d_model=8, h=2, N=3), batch=1, src_len=3, tgt_len=2, dtype=torch.float32, seed=0)
+    encoder = case.build("encoder")
+    assert encoder(*canonical_inputs(case, "encoder")).shape == (1, 3, 8)
+    assert sum(isinstance(m, torch.nn.Linear) for m in encoder.modules()) == 3
+
+
+def test_padding_given_as_lengths():
+    parameters = [types.SimpleNamespace(name=n, default=inspect.Parameter.empty, kind=1)
+                  for n in ("src", "tgt", "src_lengths", "tgt_lengths")]
+    assert lengths_of("tgt_lens", ["src_mask", "tgt_mask"], []) == f"tgt_mask:{LENGTHS}"
+    assert lengths_of("src_len", ["src_mask"], []) is None  # (a single length: a size, not the padding)
+    assert call_plan(parameters, ["src", "tgt", "src_mask", "tgt_mask"])[2:] == [f"src_mask:{LENGTHS}",
+                                                                               f"tgt_mask:{LENGTHS}"]
+    trailing = torch.tensor([[True, True, False], [True, True, True]]).unsqueeze(1)
+    assert mask_lengths(trailing).tolist() == [2, 3]
+    causal = torch.tril(torch.ones(3, 3, dtype=torch.bool)) & trailing
+    assert mask_lengths(causal).tolist() == [2, 3]
+    with pytest.raises(Missing) as hole:
+        mask_lengths(torch.tensor([[True, False, True]]).unsqueeze(1))
+    assert hole.value.cause == "adapter.padding_not_expressible_as_lengths"
+
+
+def test_a_model_taking_lengths_is_checked_with_padding_at_the_end(tmp_path):
+    path = tmp_path / "lengths.py"
+    path.write_text(textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        class Transformer(nn.Module):
+            def __init__(self, src_vocab, tgt_vocab, d_model):
+                super().__init__()
+                self.src, self.tgt = nn.Embedding(src_vocab, d_model), nn.Embedding(tgt_vocab, d_model)
+
+            def forward(self, src, tgt, src_lengths, tgt_lengths):
+                keys = torch.arange(src.size(1)) < src_lengths.unsqueeze(1)
+                memory = (self.src(src) * keys.unsqueeze(-1)).sum(1, keepdim=True)
+                return self.tgt(tgt) + memory
+    '''))
+    impl = load_implementation(str(path))
+    assert impl.padding == LENGTHS
+    case = Case(impl, Config(d_model=6, h=2), batch=3, src_len=5, tgt_len=2, dtype=torch.float32, seed=0)
+    mask = case.padding_mask(5)
+    assert torch.equal(mask, torch.arange(5) < mask.sum(-1, keepdim=True))  # padding only at the end
+    assert case.build("model")(*canonical_inputs(case, "model")).shape == (3, 2, 6)
+
+
+def test_a_pad_index_the_helper_does_not_take_is_missing_not_a_fail():
+    def helper(tokens):
+        return tokens != 0
+    helper.hyperparameters = set()
+    impl = types.SimpleNamespace(hyperparameters=lambda role: helper.hyperparameters)
+    failure = Failure("padding_mask.pad_idx_ignored", "(tokens != pad_idx=2)", "a mask equal to (tokens != 0)")
+    verdict, cause, _ = classify(types.SimpleNamespace(value=failure, tb=None), "padding_mask", impl=impl)
+    assert (verdict, cause) == (MISSING, "adapter.pad_idx_not_taken")
+    helper.hyperparameters = {"pad_idx"}
+    assert classify(types.SimpleNamespace(value=failure, tb=None), "padding_mask", impl=impl)[0] != MISSING
+
+
+def test_a_global_the_main_block_never_set_is_missing_not_an_error(tmp_path):
+    """A main block that fails before it sets the sizes (data the checker does not have): the classes reading them
+    raise NameError, which is the checker's doing, not the author's."""
+    main = MAIN.replace('if __name__ == "__main__":\n', 'if __name__ == "__main__":\n    open("corpus.txt")\n')
+    loaded = load_code(notebook(tmp_path / "nb.ipynb", BLOCKS, main))
+    block = vars(loaded.module)["Block"]
+    seen = observe.observe(loaded, loaded.project_modules(), [block], budget=10)
+    assert seen.completed is None and "FileNotFoundError" in seen.ran[0] and "d_model" in seen.assigned
+    impl = types.SimpleNamespace(observed=seen, unbound={}, broken=None, roles={}, grafts={})
+    with pytest.raises(NameError) as error:
+        block()
+    verdict, cause, message = classify(error, "feed_forward", impl=impl)
+    assert (verdict, cause) == (MISSING, "adapter.global_set_by_main")
+    assert "the main block of cell 2" in message
+
+
+def test_a_pad_index_read_from_a_global_is_set_through_it():
+    namespace = {"PAD_ID": 0}
+
+    def make_pad_mask(tokens):
+        return (tokens != namespace["PAD_ID"]).unsqueeze(-2)
+
+    def canonical(tokens, pad_idx):  # (discovery's wrapper of a helper taking no pad index)
+        return make_pad_mask(tokens)
+    canonical.hyperparameters = set()
+    helper = observe.with_pad_index(canonical, [(namespace, "PAD_ID", "pad_idx"), (namespace, "D", "d_model")])
+    tokens = torch.tensor([[1, 2, 0, 2]])
+    assert helper(tokens, 2).tolist() == [[[True, False, True, False]]]
+    assert namespace["PAD_ID"] == 0 and helper.hyperparameters == {"pad_idx"}
+    assert observe.with_pad_index(canonical, [(namespace, "D", "d_model")]) is canonical
