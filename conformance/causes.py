@@ -123,6 +123,12 @@ CATALOGUE = (
       "its author does"),
     E("adapter.model_prepends_start_token", "§3.1", "the model puts a start token before the target itself, so it "
       "reads one token more than the reference and is not compared with the reference's numbers"),
+    E("adapter.global_set_by_main", "", "the code reads a global that the author's main block assigns, and running "
+      "that block did not get so far: the checker cannot set it"),
+    E("adapter.pad_idx_not_taken", "§3.2.3", "the padding-mask helper takes no pad index, so the checker's pad index "
+      "has no effect on it"),
+    E("adapter.padding_not_expressible_as_lengths", "§3.2.3", "the model takes padding as sequence lengths, which "
+      "cannot express the padding this check needs (padding inside a sequence)"),
     E("adapter.graft_does_not_fit", "", "a reference block put in place of a broken one is called by the author's "
       "code in another way"),
     E("device.tensor_on_wrong_device", "", "a tensor is left on another device than the module's inputs"),
