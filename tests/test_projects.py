@@ -3,7 +3,7 @@ constructor arguments learned by building when their names say nothing, and the 
 reported as the author's."""
 import textwrap
 
-from adapters.discovery import PROBE, constructor_plan, learn_arguments
+from adapters.discovery import PROBE, constructor_plan, discover, learn_arguments
 from adapters.loading import load_code
 from adapters.submission import load_implementation
 from tests import mutants
@@ -145,6 +145,32 @@ def test_a_stack_that_embeds_token_ids_itself_is_not_blamed_for_the_vectors_the_
     assert not [c for c in encoder if c["verdict"] == "error"], output  # (its count fails: it has no attention)
     called = [c for c in encoder if c["check"] in ("output_shape", "eval_mode_is_deterministic")]
     assert called and {c["cause"] for c in called} == {"adapter.takes_token_ids"}, output
+
+
+def test_a_stack_that_unpacks_its_token_ids_shape_is_built_into_the_model_as_it_is(tmp_path):
+    """``batch_size, src_len = src.shape`` fails on the canonical vectors before any embedding does: the stack still
+    works given token ids, so the blocks that build it are built with it, not with the reference's in its place."""
+    source = FFN + textwrap.dedent('''
+        class Encoder(nn.Module):
+            def __init__(self, input_dim, hid_dim, n_layers, pf_dim, dropout, max_length=100):
+                super().__init__()
+                self.tok_embedding = nn.Embedding(input_dim, hid_dim)
+                self.pos_embedding = nn.Embedding(max_length, hid_dim)
+                self.layers = nn.ModuleList([PositionwiseFeedforwardLayer(hid_dim, pf_dim, dropout)
+                                             for _ in range(n_layers)])
+
+            def forward(self, src, src_mask):
+                batch_size, src_len = src.shape
+                pos = torch.arange(src_len, device=src.device).unsqueeze(0).repeat(batch_size, 1)
+                x = self.tok_embedding(src) + self.pos_embedding(pos)
+                for layer in self.layers:
+                    x = layer(x)
+                return x
+        ''')
+    loaded = load_code(str(write(tmp_path, {"model.py": source}) / "model.py"))
+    modules = loaded.project_modules()
+    found = discover(loaded.namespace(modules), loaded.module.__name__, {}, modules)
+    assert found.bindings["encoder"].takes_token_ids and found.bindings["encoder"].composes, found.notes
 
 
 def test_a_block_that_builds_only_on_some_sizes_says_the_checker_chose_them(tmp_path):
