@@ -1173,8 +1173,12 @@ def function_role(binding, convention):
         arguments = plan_arguments(target, CANONICAL_CALLS[role])
 
         def padding_mask(tokens, pad_idx):
-            named = dict(zip(CANONICAL_CALLS[role], (tokens, pad_idx)))
-            return from_convention(target(**adapt_arguments(arguments, named, None)), convention)
+            sequence_first = binding.layout == SEQUENCE_FIRST
+            named = dict(zip(CANONICAL_CALLS[role], (tokens.transpose(0, 1) if sequence_first else tokens, pad_idx)))
+            mask = target(**adapt_arguments(arguments, named, None))
+            if sequence_first and isinstance(mask, torch.Tensor) and mask.dim() == 2:
+                mask = mask.unsqueeze(-2)  # torch's key_padding_mask: (batch, length) for (length, batch) tokens
+            return from_convention(mask, convention)
         return padding_mask
     return attention_function(binding, convention)
 
@@ -1841,6 +1845,16 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                 else:
                     binding.layout = None
                     roles[role] = module_builder(binding, bindings, convention)
+            if problem is not None and role == "padding_mask" \
+                    and any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # (length, batch) tokens?
+                binding.layout = SEQUENCE_FIRST
+                roles[role] = role_builder(binding, bindings, convention)
+                if behaves(Implementation(module_name, roles), role) is None:
+                    problem = None
+                    binding.notes.append("(called with (length, batch) token ids, as the rest of the code)")
+                else:
+                    binding.layout = None
+                    roles[role] = role_builder(binding, bindings, convention)
             if problem is not None and role in MASKED \
                     and masks_of_another_shape(binding, module_name, roles, bindings, convention):
                 problem = None  # its masks of another shape

@@ -173,6 +173,45 @@ def test_a_stack_that_unpacks_its_token_ids_shape_is_built_into_the_model_as_it_
     assert found.bindings["encoder"].takes_token_ids and found.bindings["encoder"].composes, found.notes
 
 
+def test_a_key_padding_helper_of_sequence_first_code_is_called_with_length_by_batch_tokens(tmp_path):
+    """Code in torch's (length, batch) layout builds its key_padding_mask (batch, length), True at the padding, from
+    (length, batch) token ids: called so, the helper is right; called with (batch, length) tokens it was not."""
+    source = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        def generate_square_subsequent_mask(sz):
+            return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)
+
+
+        def make_key_padding_mask(tokens, pad_idx):
+            return (tokens == pad_idx).transpose(0, 1)
+
+
+        class EncoderLayer(nn.Module):
+            def __init__(self, d_model, nhead, dim_feedforward, dropout=0.1):
+                super().__init__()
+                self.self_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
+                self.linear1, self.linear2 = nn.Linear(d_model, dim_feedforward), nn.Linear(dim_feedforward, d_model)
+                self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+                self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+            def forward(self, src, src_mask=None, src_key_padding_mask=None):
+                attended = self.self_attn(src, src, src, attn_mask=src_mask, key_padding_mask=src_key_padding_mask)[0]
+                src = self.norm1(src + self.dropout1(attended))
+                return self.norm2(src + self.dropout2(self.linear2(F.relu(self.linear1(src)))))
+        ''')
+    path = write(tmp_path, {"layers.py": source}) / "layers.py"
+    impl = load_implementation(str(path))
+    assert any(n.startswith("padding_mask: make_key_padding_mask (called with (length, batch)") for n in impl.notes), \
+        impl.notes
+    code, output, report = run_suite(f"--impl={path}", "-k", "padding_mask_helper", tmp_path=tmp_path)
+    checked = [c for c in report["checks"] if c["component"] == "padding_mask"]
+    assert checked and {c["verdict"] for c in checked} == {"pass"}, output
+
+
 def test_a_block_that_builds_only_on_some_sizes_says_the_checker_chose_them(tmp_path):
     source = textwrap.dedent('''
         import torch.nn as nn
