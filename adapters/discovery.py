@@ -1646,6 +1646,21 @@ def behaves(implementation, role):
     return None
 
 
+def embeds_token_ids(implementation, role):
+    """Whether a stack that fails under its canonical call (vectors) works when given token ids in their place: it
+    embeds them itself, however it fails on vectors (torch's embedding error, or ``batch, length = src.shape``)."""
+    if role not in ("encoder", "decoder"):
+        return False
+    case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
+    try:
+        first, *rest = canonical_inputs(case, role)
+        tokens = case.tokens(first.shape[1], PROBE.vocab_size)
+        out, _ = run(case, role, inputs=(tokens, *rest))
+    except Exception:  # the candidate's own code: any exception means it does not take token ids either
+        return False
+    return isinstance(out, torch.Tensor) and tuple(out.shape[:2]) == tuple(tokens.shape)
+
+
 @dataclass
 class Discovery:
     """What discovery found: role builders, the bindings behind them, and notes for the report."""
@@ -1944,6 +1959,16 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                 else:
                     binding.layout = None
                     roles[role] = module_builder(binding, bindings, convention)
+            if problem is not None and role == "padding_mask" \
+                    and any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # (length, batch) tokens?
+                binding.layout = SEQUENCE_FIRST
+                roles[role] = role_builder(binding, bindings, convention)
+                if behaves(Implementation(module_name, roles), role) is None:
+                    problem = None
+                    binding.notes.append("(called with (length, batch) token ids, as the rest of the code)")
+                else:
+                    binding.layout = None
+                    roles[role] = role_builder(binding, bindings, convention)
             if problem is not None and role in MASKED \
                     and masks_of_another_shape(binding, module_name, roles, bindings, convention):
                 problem = None  # its masks of another shape
@@ -1986,6 +2011,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                     notes[-1] += "; it takes no vocabulary, so it is no model of token sequences: not bound"
                     continue
                 roles[role] = role_builder(binding, bindings, convention)
+                if not binding.takes_token_ids:
+                    binding.takes_token_ids = embeds_token_ids(Implementation(module_name, roles), role)
                 bindings[role] = binding
                 taken.add(binding.name)
             except (LookupError, ValueError, TypeError):

@@ -328,12 +328,13 @@ def called(m, modules, case, component):
 
 def output_projections(m, d_model, vocabularies):
     """The Linear(d_model, V) maps of ``m`` for V in ``vocabularies`` that are not the first map of a feed-forward
-    network (whose parent block also holds its partner, a Linear(V, d_model))."""
+    network (whose parent block also holds its partner, a Linear(V, d_model) other than itself: when V = d_model
+    the projection has the partner's shape)."""
     found = []
     for parent in m.modules():
         linears = [c for c in parent.children() if isinstance(c, torch.nn.Linear)]
         found += [l for l in linears if l.in_features == d_model and l.out_features in vocabularies and not any(
-            o.in_features == l.out_features and o.out_features == d_model for o in linears)]
+            o is not l and o.in_features == l.out_features and o.out_features == d_model for o in linears)]
     return found
 
 

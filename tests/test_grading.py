@@ -281,8 +281,9 @@ def test_correct_code_in_every_style_grades_full_marks(tmp_path):
     correct = [name for name in studies.STUDIES if studies.is_correct(name)]
     assert correct, "no correct style study"
     for name in correct:
-        impl, root = studies.materialise(name, tmp_path / "scratch"), tmp_path / "scratch" / name
-        if impl.is_dir() or len(list(root.rglob("*.py"))) > 1:  # a project: handed in as its folder
+        impl = studies.materialise(name, tmp_path / "scratch")
+        root = tmp_path / "scratch" / name / Path(studies.STUDIES[name]).parts[0]  # the study's file or folder
+        if root.is_dir():  # a project: handed in as its folder (the one holding its package, if it is one)
             shutil.copytree(root, folder / name)
         else:  # one file: a module or a notebook
             shutil.copy(impl, folder / f"{name}{impl.suffix}")

@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from conformance.interface import Config
 from conformance.reports import markdown
 from conformance.test_norm_order import final_norm_deviation
-from conformance.test_parameters import best_reading, closed_form, describe, explain_variants, known_variants
+from conformance.test_parameters import (best_reading, closed_form, describe, explain_variants, known_variants,
+                                         output_projections)
 from reference import transformer as ref
 from tests import mutants as catalogue
 from tests.mutation_score import family_checks, run_suite
@@ -112,3 +113,12 @@ def test_of_readings_the_count_leaves_open_the_one_the_structure_confirms_is_kep
     readings = [[v[0] for v, _ in combo] for combo in explain_variants(diff, variants)]
     assert ["untied_embeddings"] in readings and ["learned_positional_embedding"] in readings
     assert read(untied, cfg) == (["untied_embeddings"], [("untied_embeddings", 13 * 8, 1)])
+
+
+def test_a_projection_to_a_vocabulary_of_d_model_words_is_not_its_own_partner():
+    """With V_tgt = d_model the pre-softmax Linear(d_model, V) has the shape of a feed-forward network's second map:
+    it is still the model's output projection (a feed-forward map needs a partner other than itself)."""
+    cfg = Config(d_model=8, h=2, d_ff=16, N=1, src_vocab=11, tgt_vocab=8)
+    m = ref.Transformer(cfg.src_vocab, cfg.tgt_vocab, cfg.N, cfg.d_model, cfg.d_ff, cfg.h)
+    found = output_projections(m, cfg.d_model, {cfg.tgt_vocab})
+    assert m.generator.proj in found

@@ -3,7 +3,7 @@ constructor arguments learned by building when their names say nothing, and the 
 reported as the author's."""
 import textwrap
 
-from adapters.discovery import PROBE, constructor_plan, learn_arguments
+from adapters.discovery import PROBE, constructor_plan, discover, learn_arguments
 from adapters.loading import load_code
 from adapters.submission import load_implementation
 from tests import mutants
@@ -145,6 +145,71 @@ def test_a_stack_that_embeds_token_ids_itself_is_not_blamed_for_the_vectors_the_
     assert not [c for c in encoder if c["verdict"] == "error"], output  # (its count fails: it has no attention)
     called = [c for c in encoder if c["check"] in ("output_shape", "eval_mode_is_deterministic")]
     assert called and {c["cause"] for c in called} == {"adapter.takes_token_ids"}, output
+
+
+def test_a_stack_that_unpacks_its_token_ids_shape_is_built_into_the_model_as_it_is(tmp_path):
+    """``batch_size, src_len = src.shape`` fails on the canonical vectors before any embedding does: the stack still
+    works given token ids, so the blocks that build it are built with it, not with the reference's in its place."""
+    source = FFN + textwrap.dedent('''
+        class Encoder(nn.Module):
+            def __init__(self, input_dim, hid_dim, n_layers, pf_dim, dropout, max_length=100):
+                super().__init__()
+                self.tok_embedding = nn.Embedding(input_dim, hid_dim)
+                self.pos_embedding = nn.Embedding(max_length, hid_dim)
+                self.layers = nn.ModuleList([PositionwiseFeedforwardLayer(hid_dim, pf_dim, dropout)
+                                             for _ in range(n_layers)])
+
+            def forward(self, src, src_mask):
+                batch_size, src_len = src.shape
+                pos = torch.arange(src_len, device=src.device).unsqueeze(0).repeat(batch_size, 1)
+                x = self.tok_embedding(src) + self.pos_embedding(pos)
+                for layer in self.layers:
+                    x = layer(x)
+                return x
+        ''')
+    loaded = load_code(str(write(tmp_path, {"model.py": source}) / "model.py"))
+    modules = loaded.project_modules()
+    found = discover(loaded.namespace(modules), loaded.module.__name__, {}, modules)
+    assert found.bindings["encoder"].takes_token_ids and found.bindings["encoder"].composes, found.notes
+
+
+def test_a_key_padding_helper_of_sequence_first_code_is_called_with_length_by_batch_tokens(tmp_path):
+    """Code in torch's (length, batch) layout builds its key_padding_mask (batch, length), True at the padding, from
+    (length, batch) token ids: called so, the helper is right; called with (batch, length) tokens it was not."""
+    source = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        def generate_square_subsequent_mask(sz):
+            return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)
+
+
+        def make_key_padding_mask(tokens, pad_idx):
+            return (tokens == pad_idx).transpose(0, 1)
+
+
+        class EncoderLayer(nn.Module):
+            def __init__(self, d_model, nhead, dim_feedforward, dropout=0.1):
+                super().__init__()
+                self.self_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
+                self.linear1, self.linear2 = nn.Linear(d_model, dim_feedforward), nn.Linear(dim_feedforward, d_model)
+                self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+                self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+            def forward(self, src, src_mask=None, src_key_padding_mask=None):
+                attended = self.self_attn(src, src, src, attn_mask=src_mask, key_padding_mask=src_key_padding_mask)[0]
+                src = self.norm1(src + self.dropout1(attended))
+                return self.norm2(src + self.dropout2(self.linear2(F.relu(self.linear1(src)))))
+        ''')
+    path = write(tmp_path, {"layers.py": source}) / "layers.py"
+    impl = load_implementation(str(path))
+    assert any(n.startswith("padding_mask: make_key_padding_mask (called with (length, batch)") for n in impl.notes), \
+        impl.notes
+    code, output, report = run_suite(f"--impl={path}", "-k", "padding_mask_helper", tmp_path=tmp_path)
+    checked = [c for c in report["checks"] if c["component"] == "padding_mask"]
+    assert checked and {c["verdict"] for c in checked} == {"pass"}, output
 
 
 def test_a_block_that_builds_only_on_some_sizes_says_the_checker_chose_them(tmp_path):

@@ -1,0 +1,1 @@
+"""nets: a Transformer split into sub-packages."""
