@@ -195,7 +195,8 @@ MUTANTS = [
       cause="positional_encoding.not_sliced", crash_at="return self.dropout(x + self.encodings)"),
     M("pe_sliced_by_batch", "positional_encoding", "positional_encoding",
       "table sliced with x.size(0) (the batch size; a sequence-first habit) instead of the length",
-      ("self.encodings[:, : x.size(1)]", "self.encodings[:, : x.size(0)]"), cause="positional_encoding.sliced_by_batch"),
+      ("self.encodings[:, : x.size(1)]", "self.encodings[:, : x.size(0)]"),
+      cause="positional_encoding.sliced_by_batch"),
     M("pe_dropout_missing", "positional_encoding", "positional_encoding",
       "no dropout on the sums of embeddings and positional encodings (5.4)",
       (PE_ADD, "return x + self.encodings[:, : x.size(1)]"), cause="positional_encoding.dropout_missing"),
@@ -477,9 +478,9 @@ def apply(mutant, source=None):
 
 def touched_components(mutant):
     """The roles whose code runs an edit of ``mutant``, read from the reference's own code: the top-level classes
-    and functions that hold an edit, then every one that names them, transitively (an edit of ``clones`` reaches
-    the encoder, the decoder and the model; one of ``attention`` reaches every block built on multi-head
-    attention). A fail or an error on any other role is a false finding."""
+    and functions that hold an edit, then every one that names them, transitively (an edit of ``AddAndNorm``
+    reaches both layers, both stacks and the model; one of ``scaled_dot_product_attention`` reaches every block
+    built on multi-head attention). A fail or an error on any other role is a false finding."""
     source, edited = reference_source(), set()
     for old, new in mutant.edits:
         line = source[:source.index(old)].count("\n") + 1
