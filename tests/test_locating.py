@@ -80,7 +80,7 @@ def test_a_bug_in_a_sub_block_is_located_and_named(tmp_path):
 def test_a_sub_block_whose_own_mapping_is_uncertain_is_located_but_not_failed(tmp_path):
     """Attention's four d_model x d_model projections could have been mapped onto one another: the substitution
     shows where the difference lies, but cannot tell a bug from weights copied to the wrong projection."""
-    over_queries = ("weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-2)")
+    over_queries = ("weights = scores.softmax(dim=-1)", "weights = scores.softmax(dim=-2)")
     verdicts = agreement(other_style(over_queries), tmp_path)
     for component in ("encoder_layer", "model"):
         verdict, cause, message = verdicts[component]
