@@ -6,7 +6,7 @@ Notation follows the paper: d_model, h, d_k = d_v = d_model / h, d_ff, N; the pr
 Shapes: B is the batch, L (Lq, Lk, Ls, Lt) a sequence length; activations are ``[B, L, d_model]``. A mask is
 boolean and broadcasts to ``[B, Lq, Lk]``; True means the query may attend to that key.
 
-Each block keeps its intermediate values one method call away (``MultiHeadAttention.heads``,
+Each block keeps its intermediate values one method call away (``MultiHeadAttention.project`` and ``concat``,
 ``FeedForwardNetwork.hidden``, ``LayerNorm.normalize``, ``OutputLayer.logits``, ``Transformer.encode``), so a check
 can compare a step with the paper's equation. ``CONFORMANCE_ROLES`` (end of file) maps the checker's role names
 (``conformance.interface``) onto these blocks.
@@ -60,15 +60,6 @@ class MultiHeadAttention(nn.Module):
         batch, length, _ = x.shape
         return w(x).reshape(batch, length, self.h, self.d_k).transpose(1, 2)
 
-    def heads(self, query, key, value, mask=None):
-        """head_1 ... head_h: outputs ``[B, h, Lq, d_k]`` and attention weights ``[B, h, Lq, Lk]``."""
-        if mask is not None:
-            mask = mask.unsqueeze(1)  # [B, 1, Lq or 1, Lk]: every head obeys the same mask
-        q = self.project(query, self.w_q)
-        k = self.project(key, self.w_k)
-        v = self.project(value, self.w_v)
-        return scaled_dot_product_attention(q, k, v, mask)
-
     def concat(self, heads):
         """Concat(head_1, ..., head_h): ``[B, h, L, d_k]`` -> ``[B, L, h d_k]``."""
         batch, _, length, _ = heads.shape
@@ -76,8 +67,13 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, query, key, value, mask=None):
         """query ``[B, Lq, d_model]``, key and value ``[B, Lk, d_model]`` -> ``[B, Lq, d_model]``."""
-        outputs, _ = self.heads(query, key, value, mask)
-        return self.w_o(self.concat(outputs))
+        if mask is not None:
+            mask = mask.unsqueeze(1)  # [B, 1, Lq or 1, Lk]: every head obeys the same mask
+        q = self.project(query, self.w_q)
+        k = self.project(key, self.w_k)
+        v = self.project(value, self.w_v)
+        heads, _ = scaled_dot_product_attention(q, k, v, mask)  # head_1 ... head_h: [B, h, Lq, d_k]
+        return self.w_o(self.concat(heads))
 
 
 # == §3.3 Position-wise Feed-Forward Networks =======================================================================

@@ -76,7 +76,7 @@ SOFTMAX = "weights = scores.softmax(dim=-1)"
 MASK_FILL = "scores = scores.masked_fill(mask.logical_not(), MASKED_SCORE)"
 SPLIT = "return w(x).reshape(batch, length, self.h, self.d_k).transpose(1, 2)"
 CONCAT = "return heads.transpose(1, 2).reshape(batch, length, self.h * self.d_k)"
-CALL_ATTENTION = "return scaled_dot_product_attention(q, k, v, mask)"
+CALL_ATTENTION = "heads, _ = scaled_dot_product_attention(q, k, v, mask)"
 GENERATOR = "return self.logits(x).log_softmax(dim=-1)"
 PE_ADD = "return self.dropout(x + self.encodings[:, : x.size(1)])"
 PE_BUFFER = 'self.register_buffer("encodings", encodings[None])'
@@ -122,7 +122,7 @@ MUTANTS = [
     M("mha_double_scaling", "softmax", "multi_head_attention",
       "queries pre-scaled by 1/sqrt(d_model) (fairseq style) although the attention function already divides by "
       "sqrt(d_k)",
-      (CALL_ATTENTION, "return scaled_dot_product_attention(q / math.sqrt(self.h * self.d_k), k, v, mask)"),
+      (CALL_ATTENTION, "heads, _ = scaled_dot_product_attention(q / math.sqrt(self.h * self.d_k), k, v, mask)"),
       cause="multi_head_attention.scale.scaled_twice"),
     M("mha_heads_split_without_transpose", "softmax", "multi_head_attention",
       "heads split with reshape(batch, h, length, d_k) instead of reshape(batch, length, h, d_k).transpose(1, 2)",
@@ -149,7 +149,7 @@ MUTANTS = [
        "    " + SOFTMAX + "\n    if mask is not None:\n        weights = weights.masked_fill(mask.logical_not(), 0.0)"),
       cause="attention.mask_applied_after_softmax"),
     M("mha_mask_not_passed", "masks", "multi_head_attention", "multi-head attention never passes the mask on",
-      (CALL_ATTENTION, "return scaled_dot_product_attention(q, k, v)"), cause="multi_head_attention.mask_ignored"),
+      (CALL_ATTENTION, "heads, _ = scaled_dot_product_attention(q, k, v)"), cause="multi_head_attention.mask_ignored"),
     M("subsequent_mask_triu", "masks", "subsequent_mask",
       "key j allowed when j >= i instead of j <= i (triu for tril): the future is visible, the past not",
       ("positions[None, :] <= positions[:, None]", "positions[None, :] >= positions[:, None]"),
@@ -285,7 +285,7 @@ MUTANTS = [
       cause="multi_head_attention.parameters.no_gradient"),
     M("mha_output_projection_unused", "parameters", "multi_head_attention",
       "the concatenated heads returned without W^O",
-      ("return self.w_o(self.concat(outputs))", "return self.concat(outputs)"),
+      ("return self.w_o(self.concat(heads))", "return self.concat(heads)"),
       cause="multi_head_attention.parameters.no_gradient"),
     M("layer_norm_affine_unused", "parameters", "layer_norm", "gain and bias registered but not applied",
       (LN_OUT, "return self.normalize(x)"), cause="layer_norm.gain_and_bias_not_applied"),
@@ -383,8 +383,7 @@ MUTANTS = [
       (CALL_ATTENTION, "scores = q @ k.transpose(-2, -1) / self.temperature\n"
        "        if mask is not None:\n"
        "            scores = scores.masked_fill(mask.logical_not(), MASKED_SCORE)\n"
-       "        weights = scores.softmax(dim=-1)\n"
-       "        return weights @ v, weights"),
+       "        heads = scores.softmax(dim=-1) @ v"),
       ("self.cross_attention = MultiHeadAttention(h, d_model)",
        "self.cross_attention = MultiHeadAttention(h, d_model, temperature=d_model ** 0.5)"),
       cause="decoder_layer.attention_scale_wrong"),

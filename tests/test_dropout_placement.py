@@ -18,8 +18,8 @@ LAYERS = catalogue.DECODER_LAYERS
 FUNCTIONAL = (
     (catalogue.SUBLAYER, "return self.layer_norm(x + nn.functional.dropout(sublayer(x), self.dropout.p, "
                          "self.training))"),
-    (catalogue.CALL_ATTENTION, "return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
-                               "dropout_p=0.5 if self.training else 0.0), None"),
+    (catalogue.CALL_ATTENTION, "heads = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
+                               "dropout_p=0.5 if self.training else 0.0)"),
     (catalogue.FFN, "return self.w_2(nn.functional.dropout(self.hidden(x), 0.5, self.training))"),
 )
 
