@@ -62,7 +62,7 @@ def multi_head_attention(scale=lambda d_k, h: 1 / math.sqrt(d_k), transpose_back
     def forward(self, query, key, value, mask=None):
         if mask is not None:
             mask = mask.unsqueeze(1)
-        q, k, v = self.split_heads(self.w_q(query)), self.split_heads(self.w_k(key)), self.split_heads(self.w_v(value))
+        q, k, v = self.project(query, self.w_q), self.project(key, self.w_k), self.project(value, self.w_v)
         scores = torch.matmul(q, k.transpose(-2, -1)) * scale(self.d_k, self.h)
         if mask is not None:
             scores = scores.masked_fill(~mask, ref.MASKED_SCORE)
@@ -83,7 +83,7 @@ def timing_signal(length, d):
 
 def add_final_norm(stack):
     """A fresh reference LayerNorm (unit gain, zero bias) after the stack: the LayerNorm variants apply to it too."""
-    gain = stack.layers[0].sublayer[0].norm.gain
+    gain = stack.layers[0].after_self_attention.layer_norm.gain
     stack.final_norm = ref.LayerNorm(gain.numel()).to(gain)
 
 
@@ -91,13 +91,13 @@ def with_final_norm(self, *args):
     return self.final_norm(type(self).forward(self, *args))
 
 
-SUBLAYER, FFN, LN, MHA = ref.SublayerConnection, ref.PositionwiseFeedForward, ref.LayerNorm, ref.MultiHeadAttention
+SUBLAYER, FFN, LN, MHA = ref.AddAndNorm, ref.FeedForwardNetwork, ref.LayerNorm, ref.MultiHeadAttention
 VARIANTS = [
     # -- deviations: named variants of practice --
     Variant("pre_norm", True, "pre-norm sub-layer connections x + Dropout(Sublayer(LayerNorm(x)))", "sublayer",
-            SUBLAYER, lambda self, x, sublayer: x + self.dropout(sublayer(self.norm(x)))),
-    Variant("extra_final_norm", True, "a final LayerNorm after each stack", "stack", (ref.Encoder, ref.Decoder),
-            with_final_norm, add_final_norm),
+            SUBLAYER, lambda self, x, sublayer: x + self.dropout(sublayer(self.layer_norm(x)))),
+    Variant("extra_final_norm", True, "a final LayerNorm after each stack", "stack",
+            (ref.EncoderStack, ref.DecoderStack), with_final_norm, add_final_norm),
     Variant("gelu", True, "GELU instead of ReLU in the feed-forward network", "feed_forward", FFN,
             lambda self, x: self.w_2(F.gelu(self.w_1(x)))),
     Variant("unbiased_std", True, "LayerNorm with the unbiased (n - 1) variance", "layer_norm", LN,
@@ -106,20 +106,20 @@ VARIANTS = [
             "the Annotated Transformer", "layer_norm", LN, layer_norm(lambda self, x: x.std(-1, keepdim=True) + self.eps)),
     Variant("input_scaled_by_sqrt_d_model", True, "the positional encoding multiplies its input by sqrt(d_model) "
             "before adding the table (the embeddings' scaling of §3.4 done there)", "positional_encoding",
-            ref.PositionalEncoding,
-            lambda self, x: self.dropout(x * math.sqrt(self.pe.size(-1)) + self.pe[:, :x.size(1)])),
+            ref.SinusoidalPositionalEncoding,
+            lambda self, x: self.dropout(x * math.sqrt(self.encodings.size(-1)) + self.encodings[:, :x.size(1)])),
     Variant("timing_signal", True, "tensor2tensor's timing signal: sines then cosines, frequencies "
-            "10000^(-i/(d_model/2 - 1))", "positional_encoding", ref.PositionalEncoding,
+            "10000^(-i/(d_model/2 - 1))", "positional_encoding", ref.SinusoidalPositionalEncoding,
             lambda self, x: self.dropout(x + timing_signal(x.size(1), x.size(-1)).to(x))),
     Variant("generator_logits", True, "the generator returns logits (the softmax left to the loss)", "generator",
-            ref.Generator, lambda self, x: self.proj(x)),
+            ref.OutputLayer, lambda self, x: self.linear(x)),
     Variant("generator_softmax", True, "the generator returns probabilities (softmax), not log-probabilities",
-            "generator", ref.Generator, lambda self, x: torch.softmax(self.proj(x), dim=-1)),
+            "generator", ref.OutputLayer, lambda self, x: torch.softmax(self.linear(x), dim=-1)),
     # -- mistakes --
     Variant("norm_on_sublayer_output", False, "x + LayerNorm(Sublayer(x)): the norm on the sub-layer output only",
-            "sublayer", SUBLAYER, lambda self, x, sublayer: x + self.norm(self.dropout(sublayer(x)))),
+            "sublayer", SUBLAYER, lambda self, x, sublayer: x + self.layer_norm(self.dropout(sublayer(x)))),
     Variant("residual_missing", False, "LayerNorm(Sublayer(x)): no residual connection", "sublayer", SUBLAYER,
-            lambda self, x, sublayer: self.norm(self.dropout(sublayer(x)))),
+            lambda self, x, sublayer: self.layer_norm(self.dropout(sublayer(x)))),
     Variant("norm_missing", False, "x + Sublayer(x): no LayerNorm", "sublayer", SUBLAYER,
             lambda self, x, sublayer: x + self.dropout(sublayer(x))),
     Variant("relu_missing", False, "no ReLU between the two linear maps of the feed-forward network",

@@ -1,13 +1,15 @@
-"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), read side by side with the paper.
+"""The Transformer of Vaswani et al., "Attention Is All You Need" (2017), one block per section of the paper.
 
-Every class cites the section and equation it implements. Conventions used throughout:
+Notation follows the paper: d_model, h, d_k = d_v = d_model / h, d_ff, N; the projections W^Q, W^K, W^V, W^O of
+§3.2.2 are ``w_q``, ``w_k``, ``w_v``, ``w_o`` and the two linear maps of eq. (2) are ``w_1``, ``w_2``.
 
-* tensors are batch-first: ``(batch, length, d_model)``;
-* a mask is a boolean tensor broadcastable to ``(batch, query_length, key_length)``
-  where ``True`` means "this query may attend to this key" (padding masks are
-  ``(batch, 1, key_length)``, the subsequent-position mask is ``(1, length, length)``).
+Shapes: B is the batch, L (Lq, Lk, Ls, Lt) a sequence length; activations are ``[B, L, d_model]``. A mask is
+boolean and broadcasts to ``[B, Lq, Lk]``; True means the query may attend to that key.
 
-The module exposes the conformance interface in ``CONFORMANCE_ROLES`` (see ``conformance.interface``).
+Each block keeps its intermediate values one method call away (``MultiHeadAttention.project`` and ``concat``,
+``FeedForwardNetwork.hidden``, ``LayerNorm.normalize``, ``OutputLayer.logits``, ``Transformer.encode``), so a check
+can compare a step with the paper's equation. ``CONFORMANCE_ROLES`` (end of file) maps the checker's role names
+(``conformance.interface``) onto these blocks.
 """
 import math
 
@@ -15,133 +17,86 @@ import torch
 import torch.nn as nn
 
 MASKED_SCORE = -1e9
-"""Score given to masked positions before the softmax; exp() of it underflows to exactly 0."""
+"""What a score the mask forbids becomes before the softmax: its exponential is exactly 0 in float32 and float64,
+and a query with every key forbidden still gets finite (uniform) weights."""
 
 
-# ---------------------------------------------------------------------------------------------
-# 3.4 Embeddings and Softmax
-# ---------------------------------------------------------------------------------------------
-class Embeddings(nn.Module):
-    """3.4: learned embeddings; "In the embedding layers, we multiply those weights by sqrt(d_model)"."""
+# == §3.2.1 Scaled Dot-Product Attention ============================================================================
+def scaled_dot_product_attention(query, key, value, mask=None):
+    """Eq. (1): Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
 
-    def __init__(self, vocab_size, d_model):
-        super().__init__()
-        self.lut = nn.Embedding(vocab_size, d_model)
-        self.d_model = d_model
-
-    def forward(self, tokens):
-        return self.lut(tokens) * math.sqrt(self.d_model)
-
-
-class Generator(nn.Module):
-    """3.4: "the usual learned linear transformation and softmax function" (log-softmax for training)."""
-
-    def __init__(self, d_model, vocab_size):
-        super().__init__()
-        self.proj = nn.Linear(d_model, vocab_size)
-
-    def forward(self, x):
-        return torch.log_softmax(self.proj(x), dim=-1)
-
-
-# ---------------------------------------------------------------------------------------------
-# 3.5 Positional Encoding
-# ---------------------------------------------------------------------------------------------
-def sinusoidal_table(max_len, d_model):
-    """3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
-
-    Computed in float64; shape ``(max_len, d_model)``.
-    """
-    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
-    angle = position / torch.pow(10000.0, two_i / d_model)
-    table = torch.zeros(max_len, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(angle)
-    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
-    return table
-
-
-class PositionalEncoding(nn.Module):
-    """3.5: fixed sinusoids added to the embeddings; 5.4: dropout applied to the sums.
-
-    The table is a buffer (it moves with ``.to()`` and is not trained) and is sliced to the input length.
-    """
-
-    def __init__(self, d_model, dropout, max_len=5000):
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("pe", sinusoidal_table(max_len, d_model).to(torch.get_default_dtype()).unsqueeze(0))
-
-    def forward(self, x):
-        return self.dropout(x + self.pe[:, : x.size(1)])
-
-
-# ---------------------------------------------------------------------------------------------
-# 3.2 Attention
-# ---------------------------------------------------------------------------------------------
-def attention(query, key, value, mask=None):
-    """3.2.1, eq. (1): Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
-
-    Returns the output and the attention weights (softmax over the keys, the last axis).
+    query ``[..., Lq, d_k]``, key ``[..., Lk, d_k]``, value ``[..., Lk, d_v]``, mask broadcastable to
+    ``[..., Lq, Lk]``. Returns the output ``[..., Lq, d_v]`` and the weights ``[..., Lq, Lk]`` (each row sums to 1).
     """
     d_k = query.size(-1)
-    scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(d_k)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
-        scores = scores.masked_fill(~mask, MASKED_SCORE)
-    weights = torch.softmax(scores, dim=-1)
-    return torch.matmul(weights, value), weights
+        scores = scores.masked_fill(mask.logical_not(), MASKED_SCORE)
+    weights = scores.softmax(dim=-1)
+    return weights @ value, weights
 
 
+# == §3.2.2 Multi-Head Attention =====================================================================================
 class MultiHeadAttention(nn.Module):
-    """3.2.2: MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O with head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
-    "d_k = d_v = d_model / h"; the h projections are computed as one d_model x d_model matrix each for Q, K, V.
+    The h per-head projections d_model -> d_k sit side by side in one d_model x d_model map each (``w_q``, ``w_k``,
+    ``w_v``); ``w_o`` maps the concatenated h d_v values back to d_model.
     """
 
     def __init__(self, h, d_model):
         super().__init__()
         if d_model % h:
-            raise ValueError(f"d_model={d_model} is not divisible by h={h}")
-        self.h, self.d_k = h, d_model // h
+            raise ValueError(f"h={h} heads do not divide d_model={d_model}")
+        self.h = h
+        self.d_k = d_model // h  # "d_k = d_v = d_model / h"
         self.w_q = nn.Linear(d_model, d_model)
         self.w_k = nn.Linear(d_model, d_model)
         self.w_v = nn.Linear(d_model, d_model)
         self.w_o = nn.Linear(d_model, d_model)
 
-    def split_heads(self, x):
-        """(batch, length, d_model) -> (batch, h, length, d_k)."""
-        return x.view(x.size(0), -1, self.h, self.d_k).transpose(1, 2)
+    def project(self, x, w):
+        """x W_i for all heads i: ``[B, L, d_model]`` -> ``[B, h, L, d_k]``."""
+        batch, length, _ = x.shape
+        return w(x).reshape(batch, length, self.h, self.d_k).transpose(1, 2)
+
+    def concat(self, heads):
+        """Concat(head_1, ..., head_h): ``[B, h, L, d_k]`` -> ``[B, L, h d_k]``."""
+        batch, _, length, _ = heads.shape
+        return heads.transpose(1, 2).reshape(batch, length, self.h * self.d_k)
 
     def forward(self, query, key, value, mask=None):
+        """query ``[B, Lq, d_model]``, key and value ``[B, Lk, d_model]`` -> ``[B, Lq, d_model]``."""
         if mask is not None:
-            mask = mask.unsqueeze(1)  # the same mask for every head
-        q, k, v = self.split_heads(self.w_q(query)), self.split_heads(self.w_k(key)), self.split_heads(self.w_v(value))
-        heads, _ = attention(q, k, v, mask)
-        concat = heads.transpose(1, 2).reshape(query.size(0), -1, self.h * self.d_k)
-        return self.w_o(concat)
+            mask = mask.unsqueeze(1)  # [B, 1, Lq or 1, Lk]: every head obeys the same mask
+        q = self.project(query, self.w_q)
+        k = self.project(key, self.w_k)
+        v = self.project(value, self.w_v)
+        heads, _ = scaled_dot_product_attention(q, k, v, mask)  # head_1 ... head_h: [B, h, Lq, d_k]
+        return self.w_o(self.concat(heads))
 
 
-# ---------------------------------------------------------------------------------------------
-# 3.3 Position-wise Feed-Forward Networks
-# ---------------------------------------------------------------------------------------------
-class PositionwiseFeedForward(nn.Module):
-    """3.3, eq. (2): FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, inner dimension d_ff."""
+# == §3.3 Position-wise Feed-Forward Networks =======================================================================
+class FeedForwardNetwork(nn.Module):
+    """Eq. (2): FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, the same at every position; inner size d_ff."""
 
     def __init__(self, d_model, d_ff):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
 
+    def hidden(self, x):
+        """max(0, x W_1 + b_1): ``[B, L, d_model]`` -> ``[B, L, d_ff]``."""
+        return torch.relu(self.w_1(x))
+
     def forward(self, x):
-        return self.w_2(torch.relu(self.w_1(x)))
+        return self.w_2(self.hidden(x))
 
 
-# ---------------------------------------------------------------------------------------------
-# 3.1 Encoder and Decoder Stacks
-# ---------------------------------------------------------------------------------------------
+# == §3.1 Residual connections and layer normalization ============================================================
 class LayerNorm(nn.Module):
-    """Layer normalization (Ba et al., 2016), cited in 3.1: per-feature gain and bias, biased variance,
-    eps inside the square root; identical to ``torch.nn.LayerNorm``."""
+    """Layer normalization (Ba et al., 2016, cited in §3.1) over the d_model features: a learned gain and bias,
+    the biased variance, eps inside the square root (what ``torch.nn.LayerNorm`` computes)."""
 
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
@@ -149,189 +104,272 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))
         self.eps = eps
 
+    def normalize(self, x):
+        """(x - mean) / sqrt(variance + eps) over the last axis, before gain and bias; shape unchanged."""
+        mean = x.mean(dim=-1, keepdim=True)
+        variance = x.var(dim=-1, keepdim=True, correction=0)
+        return (x - mean) / torch.sqrt(variance + self.eps)
+
     def forward(self, x):
-        mean = x.mean(-1, keepdim=True)
-        variance = x.var(-1, keepdim=True, unbiased=False)
-        return self.gain * (x - mean) / torch.sqrt(variance + self.eps) + self.bias
+        return self.gain * self.normalize(x) + self.bias
 
 
-class SublayerConnection(nn.Module):
-    """3.1: "the output of each sub-layer is LayerNorm(x + Sublayer(x))"; 5.4: dropout on the sub-layer
-    output "before it is added to the sub-layer input and normalized"."""
+class AddAndNorm(nn.Module):
+    """Figure 1's "Add & Norm" around one sub-layer: LayerNorm(x + Dropout(Sublayer(x))).
+
+    §3.1: "the output of each sub-layer is LayerNorm(x + Sublayer(x))"; §5.4: dropout is applied "to the output of
+    each sub-layer, before it is added to the sub-layer input and normalized". ``sublayer`` maps
+    ``[B, L, d_model]`` to the same shape.
+    """
 
     def __init__(self, d_model, dropout):
         super().__init__()
-        self.norm = LayerNorm(d_model)
+        self.layer_norm = LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, sublayer):
-        return self.norm(x + self.dropout(sublayer(x)))
+        residual_sum = x + self.dropout(sublayer(x))
+        return self.layer_norm(residual_sum)
 
 
+# == §3.1 Encoder and Decoder Stacks ================================================================================
 class EncoderLayer(nn.Module):
-    """3.1: "two sub-layers ... a multi-head self-attention mechanism, and ... a position-wise fully
-    connected feed-forward network", each in a residual connection followed by layer normalization."""
+    """One of the N encoder layers: multi-head self-attention, then the feed-forward network, each inside an
+    Add & Norm. ``x`` ``[B, Ls, d_model]``, ``src_mask`` ``[B, 1, Ls]``."""
 
     def __init__(self, d_model, h, d_ff, dropout):
         super().__init__()
-        self.self_attn = MultiHeadAttention(h, d_model)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff)
-        self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout) for _ in range(2)])
+        self.self_attention = MultiHeadAttention(h, d_model)
+        self.feed_forward = FeedForwardNetwork(d_model, d_ff)
+        self.after_self_attention = AddAndNorm(d_model, dropout)
+        self.after_feed_forward = AddAndNorm(d_model, dropout)
 
     def forward(self, x, src_mask):
-        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, src_mask))
-        return self.sublayer[1](x, self.feed_forward)
+        x = self.after_self_attention(x, lambda y: self.self_attention(y, y, y, src_mask))
+        return self.after_feed_forward(x, self.feed_forward)
 
 
 class DecoderLayer(nn.Module):
-    """3.1: the decoder inserts "a third sub-layer, which performs multi-head attention over the output of
-    the encoder stack"; its self-attention is masked so position i attends only to positions < i + 1."""
+    """One of the N decoder layers: masked self-attention, encoder-decoder attention (queries from the decoder,
+    keys and values from the encoder output ``memory``), then the feed-forward network, each inside an Add & Norm.
+
+    ``x`` ``[B, Lt, d_model]``, ``memory`` ``[B, Ls, d_model]``, ``src_mask`` ``[B, 1, Ls]``, ``tgt_mask``
+    ``[B, Lt, Lt]`` (the §3.2.3 mask that hides later positions).
+    """
 
     def __init__(self, d_model, h, d_ff, dropout):
         super().__init__()
-        self.self_attn = MultiHeadAttention(h, d_model)
-        self.src_attn = MultiHeadAttention(h, d_model)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff)
-        self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout) for _ in range(3)])
+        self.self_attention = MultiHeadAttention(h, d_model)
+        self.cross_attention = MultiHeadAttention(h, d_model)
+        self.feed_forward = FeedForwardNetwork(d_model, d_ff)
+        self.after_self_attention = AddAndNorm(d_model, dropout)
+        self.after_cross_attention = AddAndNorm(d_model, dropout)
+        self.after_feed_forward = AddAndNorm(d_model, dropout)
 
     def forward(self, x, memory, src_mask, tgt_mask):
-        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask))
-        x = self.sublayer[1](x, lambda x: self.src_attn(x, memory, memory, src_mask))
-        return self.sublayer[2](x, self.feed_forward)
+        x = self.after_self_attention(x, lambda y: self.self_attention(y, y, y, tgt_mask))
+        x = self.after_cross_attention(x, lambda y: self.cross_attention(y, memory, memory, src_mask))
+        return self.after_feed_forward(x, self.feed_forward)
 
 
-def clones(make_layer, n):
-    """3.1: "a stack of N = 6 identical layers": identical in structure, independent in weights (each one built
-    anew: a fresh layer costs half of a deep copy)."""
-    return nn.ModuleList([make_layer() for _ in range(n)])
-
-
-class Encoder(nn.Module):
-    """3.1: a stack of N encoder layers (post-norm: no final normalization is needed)."""
+class EncoderStack(nn.Module):
+    """"A stack of N = 6 identical layers": the same structure, each layer with weights of its own. No norm after
+    the last layer: every layer already ends in LayerNorm (post-norm)."""
 
     def __init__(self, N, d_model, h, d_ff, dropout):
         super().__init__()
-        self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)
+        self.layers = nn.ModuleList([EncoderLayer(d_model, h, d_ff, dropout) for _ in range(N)])
 
     def forward(self, x, src_mask):
+        """``[B, Ls, d_model]`` -> the encoder output ("memory"), same shape."""
         for layer in self.layers:
             x = layer(x, src_mask)
         return x
 
 
-class Decoder(nn.Module):
-    """3.1: a stack of N decoder layers, each attending over the same encoder output (memory)."""
+class DecoderStack(nn.Module):
+    """N identical decoder layers (own weights each), every one attending over the same encoder output."""
 
     def __init__(self, N, d_model, h, d_ff, dropout):
         super().__init__()
-        self.layers = clones(lambda: DecoderLayer(d_model, h, d_ff, dropout), N)
+        self.layers = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout) for _ in range(N)])
 
     def forward(self, x, memory, src_mask, tgt_mask):
+        """``[B, Lt, d_model]`` -> same shape."""
         for layer in self.layers:
             x = layer(x, memory, src_mask, tgt_mask)
         return x
 
 
-class Transformer(nn.Module):
-    """3, Figure 1: embeddings + positional encodings feed the encoder and decoder stacks; the generator
-    turns decoder outputs into next-token log-probabilities. ``forward`` returns the decoder output.
+# == §3.4 Embeddings and Softmax; §3.5 Positional Encoding ==========================================================
+class TokenEmbedding(nn.Module):
+    """Learned token embeddings of size d_model; "we multiply those weights by sqrt(d_model)".
+    ``[B, L]`` token ids -> ``[B, L, d_model]``."""
 
-    3.4: "we share the same weight matrix between the two embedding layers and the pre-softmax linear
-    transformation": ``share_embeddings`` (the default) ties the target embedding and the pre-softmax projection,
-    and the source embedding too when both vocabularies have the same size.
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.lookup = nn.Embedding(vocab_size, d_model)
+        self.scale = math.sqrt(d_model)
+
+    def forward(self, tokens):
+        return self.lookup(tokens) * self.scale
+
+
+def sinusoidal_table(max_len, d_model):
+    """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i / d_model)), PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)).
+
+    ``[max_len, d_model]``, float64 (the encodings are exact before being cast to the model's dtype).
+    """
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # the even columns 2i
+    angles = pos / 10000.0 ** (two_i / d_model)  # [max_len, ceil(d_model / 2)]
+    table = torch.zeros(max_len, d_model, dtype=torch.float64)
+    table[:, 0::2] = angles.sin()
+    table[:, 1::2] = angles[:, : d_model // 2].cos()  # an odd d_model has one sine more than cosines
+    return table
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """§3.5: the fixed encodings added to the embeddings, then §5.4's dropout "to the sums of the embeddings and the
+    positional encodings". ``[B, L, d_model]`` -> same shape, for L up to ``max_len``.
+
+    The table is a buffer: not trained, moved by ``.to()``, cast to the default dtype.
+    """
+
+    def __init__(self, d_model, dropout, max_len=5000):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        encodings = sinusoidal_table(max_len, d_model).to(torch.get_default_dtype())
+        self.register_buffer("encodings", encodings[None])  # [1, max_len, d_model]
+
+    def forward(self, x):
+        return self.dropout(x + self.encodings[:, : x.size(1)])
+
+
+class OutputLayer(nn.Module):
+    """§3.4: "the usual learned linear transformation and softmax function" turning decoder outputs into
+    next-token predictions; log-probabilities (log-softmax), as a training loss takes them.
+    ``[B, L, d_model]`` -> ``[B, L, vocab_size]``."""
+
+    def __init__(self, d_model, vocab_size):
+        super().__init__()
+        self.linear = nn.Linear(d_model, vocab_size)
+
+    def logits(self, x):
+        return self.linear(x)
+
+    def forward(self, x):
+        return self.logits(x).log_softmax(dim=-1)
+
+
+# == §3, Figure 1: the model ========================================================================================
+class Transformer(nn.Module):
+    """The encoder-decoder of Figure 1. ``forward(src [B, Ls], tgt [B, Lt], src_mask, tgt_mask)`` returns the
+    decoder output ``[B, Lt, d_model]``; ``output_layer`` turns it into next-token log-probabilities.
+
+    One positional encoding module serves both sides (it holds no parameters). §3.4: "we share the same weight
+    matrix between the two embedding layers and the pre-softmax linear transformation": with ``share_embeddings``
+    (the default) the output layer's weight is the target embedding's, and the source embedding's too when both
+    vocabularies have the same size. Matrices are initialised with Xavier's uniform distribution.
     """
 
     def __init__(self, src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000,
                  share_embeddings=True):
         super().__init__()
-        self.src_embed = nn.Sequential(Embeddings(src_vocab, d_model), PositionalEncoding(d_model, dropout, max_len))
-        self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model), PositionalEncoding(d_model, dropout, max_len))
-        self.encoder = Encoder(N, d_model, h, d_ff, dropout)
-        self.decoder = Decoder(N, d_model, h, d_ff, dropout)
-        self.generator = Generator(d_model, tgt_vocab)
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
+        self.src_embedding = TokenEmbedding(src_vocab, d_model)
+        self.positional_encoding = SinusoidalPositionalEncoding(d_model, dropout, max_len)
+        self.tgt_embedding = TokenEmbedding(tgt_vocab, d_model)
+        self.encoder = EncoderStack(N, d_model, h, d_ff, dropout)
+        self.decoder = DecoderStack(N, d_model, h, d_ff, dropout)
+        self.output_layer = OutputLayer(d_model, tgt_vocab)
+        for matrix in [p for p in self.parameters() if p.dim() >= 2]:
+            nn.init.xavier_uniform_(matrix)
         if share_embeddings:
-            self.generator.proj.weight = self.tgt_embed[0].lut.weight
+            shared = self.tgt_embedding.lookup.weight
+            self.output_layer.linear.weight = shared
             if src_vocab == tgt_vocab:
-                self.src_embed[0].lut.weight = self.tgt_embed[0].lut.weight
+                self.src_embedding.lookup.weight = shared
 
     def encode(self, src, src_mask):
-        return self.encoder(self.src_embed(src), src_mask)
+        """Source tokens ``[B, Ls]`` -> the encoder output ("memory") ``[B, Ls, d_model]``."""
+        embedded = self.positional_encoding(self.src_embedding(src))
+        return self.encoder(embedded, src_mask)
 
-    def decode(self, memory, src_mask, tgt, tgt_mask):
-        return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)
+    def decode(self, tgt, memory, src_mask, tgt_mask):
+        """Target tokens ``[B, Lt]`` and the memory -> the decoder output ``[B, Lt, d_model]``."""
+        embedded = self.positional_encoding(self.tgt_embedding(tgt))
+        return self.decoder(embedded, memory, src_mask, tgt_mask)
 
     def forward(self, src, tgt, src_mask, tgt_mask):
-        return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
+        memory = self.encode(src, src_mask)
+        return self.decode(tgt, memory, src_mask, tgt_mask)
 
 
-# ---------------------------------------------------------------------------------------------
-# Masks (3.1, 3.2.3)
-# ---------------------------------------------------------------------------------------------
+# == Masks ==========================================================================================================
 def padding_mask(tokens, pad_idx):
-    """Keys that are padding may not be attended to: ``(batch, 1, length)``, True where the token is real."""
-    return (tokens != pad_idx).unsqueeze(-2)
+    """No query attends to a padding key: ``[B, L]`` tokens -> ``[B, 1, L]``, True where the key is a real token."""
+    return (tokens != pad_idx)[..., None, :]
 
 
 def subsequent_mask(size):
-    """3.2.3: "prevent leftward information flow": position i may attend to positions j <= i.
-    Shape ``(1, size, size)``."""
-    return torch.tril(torch.ones(1, size, size, dtype=torch.bool))
+    """§3.2.3: decoder self-attention must not see later positions ("prevent leftward information flow"):
+    query position i may attend to key position j when j <= i. ``[1, size, size]``."""
+    positions = torch.arange(size)
+    return (positions[None, :] <= positions[:, None])[None]
 
 
-# ---------------------------------------------------------------------------------------------
-# Parameter counts (closed forms, checked against Table 3 and torch.nn.Transformer)
-# ---------------------------------------------------------------------------------------------
+# == Parameter counts: closed forms (Table 3; torch.nn.Transformer without its final norms) ==========================
 def count_multi_head_attention(d_model):
-    """Four d_model x d_model projections with biases: 4 (d^2 + d)."""
+    """W^Q, W^K, W^V, W^O, each d_model x d_model with a bias: 4 (d_model^2 + d_model)."""
     return 4 * (d_model * d_model + d_model)
 
 
 def count_feed_forward(d_model, d_ff):
-    """W_1 (d x d_ff) + b_1 (d_ff) + W_2 (d_ff x d) + b_2 (d): 2 d d_ff + d_ff + d."""
+    """W_1, b_1, W_2, b_2: 2 d_model d_ff + d_ff + d_model."""
     return 2 * d_model * d_ff + d_ff + d_model
 
 
 def count_layer_norm(d_model):
-    """Gain and bias: 2 d."""
+    """A gain and a bias per feature: 2 d_model."""
     return 2 * d_model
 
 
 def count_encoder_layer(d_model, d_ff):
+    """Self-attention, the feed-forward network and two LayerNorms."""
     return count_multi_head_attention(d_model) + count_feed_forward(d_model, d_ff) + 2 * count_layer_norm(d_model)
 
 
 def count_decoder_layer(d_model, d_ff):
+    """Two attentions, the feed-forward network and three LayerNorms."""
     return 2 * count_multi_head_attention(d_model) + count_feed_forward(d_model, d_ff) + 3 * count_layer_norm(d_model)
 
 
 def count_transformer(src_vocab, tgt_vocab, N, d_model, d_ff, share_embeddings=False):
-    """Embeddings (V_src d + V_tgt d), N encoder and N decoder layers, generator (d V_tgt + V_tgt).
+    """Both embedding tables, N layers of each stack and the output layer (d_model V_tgt weights, V_tgt biases).
 
-    With ``share_embeddings`` the generator's weight is the target embedding (and the source embedding too
-    when the vocabularies have equal size), so only its bias is counted.
+    ``share_embeddings``: the output layer reuses the target table (only its bias counts), and the source table is
+    that table too when the vocabularies have the same size.
     """
-    embeddings = tgt_vocab * d_model + (0 if share_embeddings and src_vocab == tgt_vocab else src_vocab * d_model)
-    generator = tgt_vocab + (0 if share_embeddings else d_model * tgt_vocab)
-    stacks = N * (count_encoder_layer(d_model, d_ff) + count_decoder_layer(d_model, d_ff))
-    return embeddings + stacks + generator
+    tables = tgt_vocab * d_model
+    if not (share_embeddings and src_vocab == tgt_vocab):
+        tables += src_vocab * d_model
+    output = tgt_vocab if share_embeddings else d_model * tgt_vocab + tgt_vocab
+    return tables + N * (count_encoder_layer(d_model, d_ff) + count_decoder_layer(d_model, d_ff)) + output
 
 
 CONFORMANCE_ROLES = {
-    "embedding": Embeddings,
-    "positional_encoding": PositionalEncoding,
-    "attention": attention,
+    "embedding": TokenEmbedding,
+    "positional_encoding": SinusoidalPositionalEncoding,
+    "attention": scaled_dot_product_attention,
     "multi_head_attention": MultiHeadAttention,
-    "feed_forward": PositionwiseFeedForward,
+    "feed_forward": FeedForwardNetwork,
     "layer_norm": LayerNorm,
-    "sublayer_connection": SublayerConnection,
+    "sublayer_connection": AddAndNorm,
     "encoder_layer": EncoderLayer,
     "decoder_layer": DecoderLayer,
-    "encoder": Encoder,
-    "decoder": Decoder,
-    "generator": Generator,
+    "encoder": EncoderStack,
+    "decoder": DecoderStack,
+    "generator": OutputLayer,
     "model": Transformer,
     "padding_mask": padding_mask,
     "subsequent_mask": subsequent_mask,

@@ -71,28 +71,41 @@ def crash_line(mutant):
     return text[:text.index(mutant.crash_at)].count("\n") + 1
 
 
-SCORES = "scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(d_k)"
-SOFTMAX = "weights = torch.softmax(scores, dim=-1)"
-MASK_FILL = "scores = scores.masked_fill(~mask, MASKED_SCORE)"
-SPLIT = "return x.view(x.size(0), -1, self.h, self.d_k).transpose(1, 2)"
-CONCAT = "concat = heads.transpose(1, 2).reshape(query.size(0), -1, self.h * self.d_k)"
-CALL_ATTENTION = "heads, _ = attention(q, k, v, mask)"
-GENERATOR = "return torch.log_softmax(self.proj(x), dim=-1)"
-PE_ADD = "return self.dropout(x + self.pe[:, : x.size(1)])"
-PE_BUFFER = ('self.register_buffer("pe", sinusoidal_table(max_len, d_model).to(torch.get_default_dtype())'
-             '.unsqueeze(0))')
-SIN = "table[:, 0::2] = torch.sin(angle)"
-COS = "table[:, 1::2] = torch.cos(angle[:, : d_model // 2])"
-LN_OUT = "return self.gain * (x - mean) / torch.sqrt(variance + self.eps) + self.bias"
-SUBLAYER = "return self.norm(x + self.dropout(sublayer(x)))"
-FFN = "return self.w_2(torch.relu(self.w_1(x)))"
-EMBED = "return self.lut(tokens) * math.sqrt(self.d_model)"
+SCORES = "scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)"
+SOFTMAX = "weights = scores.softmax(dim=-1)"
+MASK_FILL = "scores = scores.masked_fill(mask.logical_not(), MASKED_SCORE)"
+SPLIT = "return w(x).reshape(batch, length, self.h, self.d_k).transpose(1, 2)"
+CONCAT = "return heads.transpose(1, 2).reshape(batch, length, self.h * self.d_k)"
+CALL_ATTENTION = "heads, _ = scaled_dot_product_attention(q, k, v, mask)"
+GENERATOR = "return self.logits(x).log_softmax(dim=-1)"
+PE_ADD = "return self.dropout(x + self.encodings[:, : x.size(1)])"
+PE_BUFFER = 'self.register_buffer("encodings", encodings[None])'
+SIN = "table[:, 0::2] = angles.sin()"
+COS = "table[:, 1::2] = angles[:, : d_model // 2].cos()"
+LN_OUT = "return self.gain * self.normalize(x) + self.bias"
+MEAN = "mean = x.mean(dim=-1, keepdim=True)"
+VARIANCE = "variance = x.var(dim=-1, keepdim=True, correction=0)"
+SUBLAYER_SUM = "residual_sum = x + self.dropout(sublayer(x))"
+SUBLAYER = SUBLAYER_SUM + "\n        return self.layer_norm(residual_sum)"
+HIDDEN = "return torch.relu(self.w_1(x))"
+FFN = "return self.w_2(self.hidden(x))"
+EMBED = "return self.lookup(tokens) * self.scale"
+ENCODER_LAYERS = "self.layers = nn.ModuleList([EncoderLayer(d_model, h, d_ff, dropout) for _ in range(N)])"
+DECODER_LAYERS = "self.layers = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout) for _ in range(N)])"
+ENCODER_CONNECTIONS = ("self.after_self_attention = AddAndNorm(d_model, dropout)\n"
+                       "        self.after_feed_forward = AddAndNorm(d_model, dropout)")
+ENCODER_FFN_STEP = "y, y, src_mask))\n        return self.after_feed_forward(x, self.feed_forward)"
+DECODER_FFN_STEP = "memory, src_mask))\n        return self.after_feed_forward(x, self.feed_forward)"
+CROSS_ATTENTION = "self.cross_attention(y, memory, memory, src_mask)"
+ENCODE = "embedded = self.positional_encoding(self.src_embedding(src))"
+DECODE = "embedded = self.positional_encoding(self.tgt_embedding(tgt))"
+MEMORY = "memory = self.encode(src, src_mask)\n"
 
 MUTANTS = [
     # -- softmax: eq. (1), softmax(Q K^T / sqrt(d_k)) over the keys; the generator's log-softmax (3.4) ----------
     M("attention_scale_sqrt_d_model", "softmax", "attention",
       "scores divided by sqrt(d_model) = sqrt(h * d_k) instead of sqrt(d_k)",
-      (SCORES, "scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(query.size(1) * d_k)  # d_model"),
+      (SCORES, "scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(1) * d_k)  # d_model"),
       cause="attention.scale.sqrt_d_model"),
     M("attention_scale_d_k", "softmax", "attention", "scores divided by d_k instead of sqrt(d_k)",
       ("/ math.sqrt(d_k)", "/ d_k"), cause="attention.scale.d_k"),
@@ -101,75 +114,76 @@ MUTANTS = [
     M("attention_scale_multiplied", "softmax", "attention", "scores multiplied by sqrt(d_k) instead of divided",
       ("/ math.sqrt(d_k)", "* math.sqrt(d_k)"), cause="attention.scale.multiplied_by_sqrt_d_k"),
     M("attention_softmax_over_queries", "softmax", "attention", "softmax over the query axis (dim=-2)",
-      (SOFTMAX, "weights = torch.softmax(scores, dim=-2)"), cause="attention.softmax_wrong_axis"),
+      (SOFTMAX, "weights = scores.softmax(dim=-2)"), cause="attention.softmax_wrong_axis"),
     M("attention_query_key_swapped", "softmax", "attention",
       "scores computed as K Q^T (query and key swapped); crashes when Lq != Lk",
-      ("torch.matmul(query, key.transpose(-2, -1))", "torch.matmul(key, query.transpose(-2, -1))"),
+      ("query @ key.transpose(-2, -1)", "key @ query.transpose(-2, -1)"),
       cause="attention.query_key_swapped", crash_at=MASK_FILL),
     M("mha_double_scaling", "softmax", "multi_head_attention",
-      "queries pre-scaled by 1/sqrt(d_model) (fairseq style) although attention() already divides by sqrt(d_k)",
-      (CALL_ATTENTION, "heads, _ = attention(q / math.sqrt(self.h * self.d_k), k, v, mask)"),
+      "queries pre-scaled by 1/sqrt(d_model) (fairseq style) although the attention function already divides by "
+      "sqrt(d_k)",
+      (CALL_ATTENTION, "heads, _ = scaled_dot_product_attention(q / math.sqrt(self.h * self.d_k), k, v, mask)"),
       cause="multi_head_attention.scale.scaled_twice"),
     M("mha_heads_split_without_transpose", "softmax", "multi_head_attention",
-      "heads split with view(batch, h, length, d_k) instead of view(batch, length, h, d_k).transpose(1, 2)",
-      (SPLIT, "return x.view(x.size(0), self.h, -1, self.d_k)"),
+      "heads split with reshape(batch, h, length, d_k) instead of reshape(batch, length, h, d_k).transpose(1, 2)",
+      (SPLIT, "return w(x).reshape(batch, self.h, length, self.d_k)"),
       cause="multi_head_attention.heads_split_without_transpose"),
     M("generator_log_softmax_wrong_axis", "embeddings", "generator",
       "log-softmax over the length axis (dim=1) instead of the vocabulary",
-      (GENERATOR, "return torch.log_softmax(self.proj(x), dim=1)"), cause="generator.softmax_wrong_axis"),
+      (GENERATOR, "return self.logits(x).log_softmax(dim=1)"), cause="generator.softmax_wrong_axis"),
     M("generator_plain_softmax", "embeddings", "generator",
       "probabilities (softmax, as the paper's words say) returned instead of log-probabilities (a named deviation)",
-      (GENERATOR, "return torch.softmax(self.proj(x), dim=-1)"), deviation=True, cause="generator.softmax_output"),
+      (GENERATOR, "return self.logits(x).softmax(dim=-1)"), deviation=True, cause="generator.softmax_output"),
     M("generator_returns_logits", "embeddings", "generator",
       "logits returned, the log-softmax left to the loss (a named deviation)",
-      (GENERATOR, "return self.proj(x)"), deviation=True, cause="generator.logits_output"),
+      (GENERATOR, "return self.logits(x)"), deviation=True, cause="generator.logits_output"),
 
     # -- masks: True = may attend; padding keys and future positions get no weight (3.1, 3.2.3) --------------
-    M("attention_mask_inverted", "masks", "attention", "masked_fill(mask) instead of masked_fill(~mask)",
+    M("attention_mask_inverted", "masks", "attention", "scores filled where the mask is True instead of False",
       (MASK_FILL, "scores = scores.masked_fill(mask, MASKED_SCORE)"), cause="attention.mask_inverted"),
     M("attention_mask_filled_with_zero", "masks", "attention", "masked scores set to 0 instead of -inf (-1e9)",
-      (MASK_FILL, "scores = scores.masked_fill(~mask, 0.0)"), cause="attention.masked_scores_set_to_zero"),
+      (MASK_FILL, "scores = scores.masked_fill(mask.logical_not(), 0.0)"), cause="attention.masked_scores_set_to_zero"),
     M("attention_mask_after_softmax", "masks", "attention",
       "mask applied to the weights after the softmax: rows no longer sum to 1",
       ("    if mask is not None:\n        " + MASK_FILL + "\n    " + SOFTMAX,
-       "    " + SOFTMAX + "\n    if mask is not None:\n        weights = weights.masked_fill(~mask, 0.0)"),
+       "    " + SOFTMAX + "\n    if mask is not None:\n        weights = weights.masked_fill(mask.logical_not(), 0.0)"),
       cause="attention.mask_applied_after_softmax"),
     M("mha_mask_not_passed", "masks", "multi_head_attention", "multi-head attention never passes the mask on",
-      (CALL_ATTENTION, "heads, _ = attention(q, k, v)"), cause="multi_head_attention.mask_ignored"),
-    M("subsequent_mask_triu", "masks", "subsequent_mask", "triu instead of tril: the future is visible, the past not",
-      ("torch.tril(torch.ones(1, size, size", "torch.triu(torch.ones(1, size, size"), cause="subsequent_mask.triu"),
+      (CALL_ATTENTION, "heads, _ = scaled_dot_product_attention(q, k, v)"), cause="multi_head_attention.mask_ignored"),
+    M("subsequent_mask_triu", "masks", "subsequent_mask",
+      "key j allowed when j >= i instead of j <= i (triu for tril): the future is visible, the past not",
+      ("positions[None, :] <= positions[:, None]", "positions[None, :] >= positions[:, None]"),
+      cause="subsequent_mask.triu"),
     M("subsequent_mask_excludes_diagonal", "masks", "subsequent_mask",
-      "off by one: position i may not attend to itself (tril with diagonal=-1)",
-      ("torch.ones(1, size, size, dtype=torch.bool))", "torch.ones(1, size, size, dtype=torch.bool), diagonal=-1)"),
-      cause="subsequent_mask.excludes_diagonal"),
+      "off by one: position i may not attend to itself (j < i instead of j <= i)",
+      ("<= positions[:, None]", "< positions[:, None]"), cause="subsequent_mask.excludes_diagonal"),
     M("padding_mask_inverted", "masks", "padding_mask", "True where the token is padding",
       ("(tokens != pad_idx)", "(tokens == pad_idx)"), cause="padding_mask.inverted"),
     M("padding_mask_masks_queries", "masks", "padding_mask",
       "mask shaped (batch, length, 1): hides padded queries instead of padded keys",
-      ("(tokens != pad_idx).unsqueeze(-2)", "(tokens != pad_idx).unsqueeze(-1)"), cause="padding_mask.masks_queries"),
+      ("(tokens != pad_idx)[..., None, :]", "(tokens != pad_idx)[..., :, None]"), cause="padding_mask.masks_queries"),
     M("decoder_self_attention_unmasked", "masks", "decoder_layer",
       "decoder self-attention called without the target mask: positions see the future",
-      ("self.self_attn(x, x, x, tgt_mask)", "self.self_attn(x, x, x)"), cause="decoder_layer.mask_ignored"),
+      ("self.self_attention(y, y, y, tgt_mask)", "self.self_attention(y, y, y)"), cause="decoder_layer.mask_ignored"),
     M("encoder_self_attention_unmasked", "masks", "encoder_layer",
       "encoder self-attention called without the source padding mask",
-      ("self.self_attn(x, x, x, src_mask)", "self.self_attn(x, x, x)"), cause="encoder_layer.mask_ignored"),
+      ("self.self_attention(y, y, y, src_mask)", "self.self_attention(y, y, y)"), cause="encoder_layer.mask_ignored"),
     M("cross_attention_with_target_mask", "masks", "decoder_layer",
       "encoder-decoder attention given the target mask instead of the source mask (crashes when Ls != Lt)",
-      ("self.src_attn(x, memory, memory, src_mask)", "self.src_attn(x, memory, memory, tgt_mask)"),
+      (CROSS_ATTENTION, "self.cross_attention(y, memory, memory, tgt_mask)"),
       cause="decoder_layer.mask_ignored", crash_at=MASK_FILL),
 
     # -- positional encoding (3.5) and the dropout on the sums (5.4) ------------------------------------------
     M("pe_multiplies_by_frequency", "positional_encoding", "positional_encoding",
       "angle = pos * 10000^(2i/d_model) instead of pos / 10000^(2i/d_model)",
-      ("angle = position / torch.pow(", "angle = position * torch.pow("),
-      cause="positional_encoding.multiplies_by_frequency"),
+      ("angles = pos / 10000.0", "angles = pos * 10000.0"), cause="positional_encoding.multiplies_by_frequency"),
     M("pe_sin_cos_swapped", "positional_encoding", "positional_encoding",
       "cos in the even columns and sin in the odd ones",
-      (SIN, "table[:, 0::2] = torch.cos(angle)"), (COS, "table[:, 1::2] = torch.sin(angle[:, : d_model // 2])"),
+      (SIN, "table[:, 0::2] = angles.cos()"), (COS, "table[:, 1::2] = angles[:, : d_model // 2].sin()"),
       cause="positional_encoding.sin_cos_swapped"),
     M("pe_cos_overwrites_sin", "positional_encoding", "positional_encoding",
       "cos written to the even columns (0::2) over the sines; the odd columns stay 0",
-      (COS, "table[:, 0::2] = torch.cos(angle[:, : d_model // 2])"), cause="positional_encoding.cos_overwrites_sin"),
+      (COS, "table[:, 0::2] = angles[:, : d_model // 2].cos()"), cause="positional_encoding.cos_overwrites_sin"),
     M("pe_exponent_uses_i_not_2i", "positional_encoding", "positional_encoding",
       "frequencies 1/10000^(i/d_model) with i the column pair index instead of 2i",
       ("two_i = torch.arange(0, d_model, 2, dtype=torch.float64)",
@@ -177,17 +191,19 @@ MUTANTS = [
       cause="positional_encoding.exponent_uses_i_not_2i"),
     M("pe_not_sliced", "positional_encoding", "positional_encoding",
       "the whole max_len table added, not sliced to the input length (crashes)",
-      ("self.pe[:, : x.size(1)]", "self.pe"),
-      cause="positional_encoding.not_sliced", crash_at="return self.dropout(x + self.pe)"),
+      ("self.encodings[:, : x.size(1)]", "self.encodings"),
+      cause="positional_encoding.not_sliced", crash_at="return self.dropout(x + self.encodings)"),
     M("pe_sliced_by_batch", "positional_encoding", "positional_encoding",
       "table sliced with x.size(0) (the batch size; a sequence-first habit) instead of the length",
-      ("self.pe[:, : x.size(1)]", "self.pe[:, : x.size(0)]"), cause="positional_encoding.sliced_by_batch"),
+      ("self.encodings[:, : x.size(1)]", "self.encodings[:, : x.size(0)]"),
+      cause="positional_encoding.sliced_by_batch"),
     M("pe_dropout_missing", "positional_encoding", "positional_encoding",
       "no dropout on the sums of embeddings and positional encodings (5.4)",
-      (PE_ADD, "return x + self.pe[:, : x.size(1)]"), cause="positional_encoding.dropout_missing"),
+      (PE_ADD, "return x + self.encodings[:, : x.size(1)]"), cause="positional_encoding.dropout_missing"),
     M("pe_dropout_before_adding", "positional_encoding", "positional_encoding",
       "dropout applied to the embeddings before the encoding is added (the encoding is never dropped)",
-      (PE_ADD, "return self.dropout(x) + self.pe[:, : x.size(1)]"), cause="positional_encoding.dropout_before_adding"),
+      (PE_ADD, "return self.dropout(x) + self.encodings[:, : x.size(1)]"),
+      cause="positional_encoding.dropout_before_adding"),
 
     # -- layer normalization: (x - mean) / sqrt(var + eps), biased variance, over the features -----------------
     M("ln_divides_by_variance", "layer_norm", "layer_norm", "divides by the variance, not its square root",
@@ -198,50 +214,47 @@ MUTANTS = [
     M("ln_eps_is_d_model", "layer_norm", "layer_norm", "eps bound to d_model (arguments mixed up)",
       ("self.eps = eps", "self.eps = d_model"), cause="layer_norm.eps_is_d_model"),
     M("ln_over_batch_axis", "layer_norm", "layer_norm", "mean and variance taken over the batch axis",
-      ("mean = x.mean(-1, keepdim=True)", "mean = x.mean(0, keepdim=True)"),
-      ("variance = x.var(-1, keepdim=True, unbiased=False)", "variance = x.var(0, keepdim=True, unbiased=False)"),
+      (MEAN, MEAN.replace("dim=-1", "dim=0")), (VARIANCE, VARIANCE.replace("dim=-1", "dim=0")),
       cause="layer_norm.normalizes_over_wrong_axis"),
     M("ln_unbiased_variance", "layer_norm", "layer_norm",
       "unbiased variance (torch.var's default; a named deviation)",
-      ("variance = x.var(-1, keepdim=True, unbiased=False)", "variance = x.var(-1, keepdim=True)"), deviation=True,
-      cause="layer_norm.unbiased_variance"),
+      (VARIANCE, "variance = x.var(dim=-1, keepdim=True)"), deviation=True, cause="layer_norm.unbiased_variance"),
 
     # -- norm order: LayerNorm(x + Sublayer(x)) (3.1) --------------------------------------------------------
     M("pre_norm", "norm_order", "sublayer_connection", "pre-norm x + Sublayer(LayerNorm(x)) (a named deviation)",
-      (SUBLAYER, "return x + self.dropout(sublayer(self.norm(x)))"), deviation=True,
+      (SUBLAYER, "return x + self.dropout(sublayer(self.layer_norm(x)))"), deviation=True,
       cause="sublayer_connection.norm_order.pre_norm"),
     M("residual_missing", "norm_order", "sublayer_connection", "no residual connection: LayerNorm(Sublayer(x))",
-      (SUBLAYER, "return self.norm(self.dropout(sublayer(x)))"),
+      (SUBLAYER_SUM, "residual_sum = self.dropout(sublayer(x))"),
       cause="sublayer_connection.norm_order.residual_missing"),
     M("norm_on_sublayer_output", "norm_order", "sublayer_connection", "x + LayerNorm(Sublayer(x))",
-      (SUBLAYER, "return x + self.norm(self.dropout(sublayer(x)))"),
+      (SUBLAYER, "return x + self.layer_norm(self.dropout(sublayer(x)))"),
       cause="sublayer_connection.norm_order.norm_on_sublayer_output"),
     M("encoder_layer_ffn_without_residual", "norm_order", "encoder_layer",
       "the encoder layer's feed-forward sub-layer has no residual: LayerNorm(FFN(x))",
-      ("return self.sublayer[1](x, self.feed_forward)", "return self.sublayer[1].norm(self.feed_forward(x))"),
+      (ENCODER_FFN_STEP, "y, y, src_mask))\n        return self.after_feed_forward.layer_norm(self.feed_forward(x))"),
       cause="encoder_layer.norm_order.residual_missing"),
     M("decoder_layer_ffn_without_norm", "norm_order", "decoder_layer",
       "the decoder layer's feed-forward sub-layer is x + FFN(x), with no LayerNorm, its attentions post-norm",
-      ("return self.sublayer[2](x, self.feed_forward)", "return x + self.feed_forward(x)"),
+      (DECODER_FFN_STEP, "memory, src_mask))\n        return x + self.feed_forward(x)"),
       cause="decoder_layer.norm_order.norm_missing",
       known_gap=("a constant sub-layer cannot tell x + FFN(x) from pre-norm: the placements come out as mixed_placements")),
     M("encoder_extra_final_norm", "norm_order", "encoder",
       "a final LayerNorm after the post-norm encoder stack (a named deviation)",
-      ("        self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)\n",
-       "        self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)\n"
-       "        self.norm = LayerNorm(d_model)\n"),
+      (ENCODER_LAYERS, ENCODER_LAYERS + "\n        self.layer_norm = LayerNorm(d_model)"),
       ("            x = layer(x, src_mask)\n        return x\n", "            x = layer(x, src_mask)\n"
-       "        return self.norm(x)\n"), deviation=True, cause="encoder.norm_order.extra_final_norm"),
+       "        return self.layer_norm(x)\n"), deviation=True, cause="encoder.norm_order.extra_final_norm"),
 
     # -- parameters: counts, independent layers, every parameter used ----------------------------------------
     M("clones_repeat_one_layer", "parameters", "encoder",
-      "clones() builds one layer and repeats the object (a deep copy forgotten): the N layers share their weights",
-      ("nn.ModuleList([make_layer() for _ in range(n)])", "nn.ModuleList([make_layer()] * n)"),
+      "the encoder builds one layer and lists that object N times (a copy forgotten): the N layers share their "
+      "weights",
+      (ENCODER_LAYERS, "layer = EncoderLayer(d_model, h, d_ff, dropout)\n"
+                       "        self.layers = nn.ModuleList([layer for _ in range(N)])"),
       cause="encoder.layers_share_weights"),
     M("decoder_layer_list_multiplied", "parameters", "decoder",
       "nn.ModuleList([DecoderLayer(...)] * N): one layer object N times",
-      ("self.layers = clones(lambda: DecoderLayer(d_model, h, d_ff, dropout), N)",
-       "self.layers = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout)] * N)"),
+      (DECODER_LAYERS, "self.layers = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout)] * N)"),
       cause="decoder.layers_share_weights"),
     M("encoder_reuses_first_layer", "parameters", "encoder", "the encoder applies layers[0] N times",
       ("for layer in self.layers:\n            x = layer(x, src_mask)",
@@ -263,22 +276,22 @@ MUTANTS = [
        "        self.w_v = nn.Linear(d_model, d_model)",
        "self.w_q = nn.Linear(d_model // h, d_model // h)\n        self.w_k = nn.Linear(d_model // h, d_model // h)\n"
        "        self.w_v = nn.Linear(d_model // h, d_model // h)"),
-      ("q, k, v = self.split_heads(self.w_q(query)), self.split_heads(self.w_k(key)), self.split_heads(self.w_v(value))",
-       "q, k, v = self.w_q(self.split_heads(query)), self.w_k(self.split_heads(key)), self.w_v(self.split_heads(value))"),
+      (SPLIT, "return w(x.reshape(batch, length, self.h, self.d_k)).transpose(1, 2)"),
       cause="multi_head_attention.parameters.count"),
     M("mha_one_projection_for_qkv", "parameters", "multi_head_attention",
       "W^Q used for queries, keys and values; W^K and W^V registered but unused",
-      ("self.split_heads(self.w_k(key)), self.split_heads(self.w_v(value))",
-       "self.split_heads(self.w_q(key)), self.split_heads(self.w_q(value))"),
+      ("k = self.project(key, self.w_k)\n        v = self.project(value, self.w_v)",
+       "k = self.project(key, self.w_q)\n        v = self.project(value, self.w_q)"),
       cause="multi_head_attention.parameters.no_gradient"),
     M("mha_output_projection_unused", "parameters", "multi_head_attention",
       "the concatenated heads returned without W^O",
-      ("return self.w_o(concat)", "return concat"), cause="multi_head_attention.parameters.no_gradient"),
+      ("return self.w_o(self.concat(heads))", "return self.concat(heads)"),
+      cause="multi_head_attention.parameters.no_gradient"),
     M("layer_norm_affine_unused", "parameters", "layer_norm", "gain and bias registered but not applied",
-      (LN_OUT, "return (x - mean) / torch.sqrt(variance + self.eps)"), cause="layer_norm.gain_and_bias_not_applied"),
+      (LN_OUT, "return self.normalize(x)"), cause="layer_norm.gain_and_bias_not_applied"),
     M("decoder_layer_missing_ffn", "parameters", "decoder_layer",
       "the decoder layer returns after cross-attention: no feed-forward sub-layer",
-      ("return self.sublayer[2](x, self.feed_forward)", "return x"),
+      (DECODER_FFN_STEP, "memory, src_mask))\n        return x"),
       cause="decoder_layer.norm_order.sublayer_output_unused"),
     M("ffn_inner_dim_d_model", "parameters", "feed_forward", "inner dimension d_model instead of d_ff",
       ("self.w_1 = nn.Linear(d_model, d_ff)\n        self.w_2 = nn.Linear(d_ff, d_model)",
@@ -286,15 +299,14 @@ MUTANTS = [
       cause="feed_forward.parameters.count"),
     M("model_memory_detached", "parameters", "model",
       "encoder output detached before decoding: no gradient reaches the encoder",
-      ("self.decode(self.encode(src, src_mask), src_mask",
-       "self.decode(self.encode(src, src_mask).detach(), src_mask"), cause="model.parameters.no_gradient"),
+      (MEMORY, "memory = self.encode(src, src_mask).detach()\n"), cause="model.parameters.no_gradient"),
     M("attention_weights_detached", "parameters", "multi_head_attention",
       "attention weights detached: no gradient reaches W^Q and W^K",
       (SOFTMAX, SOFTMAX + ".detach()"), cause="multi_head_attention.parameters.no_gradient"),
     M("pe_learned_parameter", "parameters", "positional_encoding",
       "the sinusoid table registered as a trainable nn.Parameter: learned positional embeddings (Table 3, row E;"
       " a named deviation)",
-      (PE_BUFFER, PE_BUFFER.replace('self.register_buffer("pe", ', "self.pe = nn.Parameter(")), deviation=True,
+      (PE_BUFFER, "self.encodings = nn.Parameter(encodings[None])"), deviation=True,
       cause="positional_encoding.table_is_trainable"),
 
     # -- shapes: wrong sizes, and crashes --------------------------------------------------------------------
@@ -309,116 +321,107 @@ MUTANTS = [
       cause="error.view_of_non_contiguous", crash_at=CONCAT.replace(".reshape(", ".view(")),
     M("cross_attention_over_own_input", "information_flow", "decoder_layer",
       "encoder-decoder attention attends over the decoder's own input instead of memory",
-      ("self.src_attn(x, memory, memory, src_mask)", "self.src_attn(x, x, x, src_mask)"),
+      (CROSS_ATTENTION, "self.cross_attention(y, y, y, src_mask)"),
       cause="decoder_layer.cross_attention_over_own_input"),
 
     # -- behaviour: what the components compute ---------------------------------------------------------------
     M("embedding_not_scaled", "embeddings", "embedding", "embeddings not multiplied by sqrt(d_model) (3.4)",
-      (EMBED, "return self.lut(tokens)"), cause="embedding.not_scaled"),
+      (EMBED, "return self.lookup(tokens)"), cause="embedding.not_scaled"),
     M("embedding_divided_by_sqrt_d_model", "embeddings", "embedding", "embeddings divided by sqrt(d_model)",
-      (EMBED, "return self.lut(tokens) / math.sqrt(self.d_model)"), cause="embedding.divided_by_sqrt_d_model"),
+      (EMBED, "return self.lookup(tokens) / self.scale"), cause="embedding.divided_by_sqrt_d_model"),
     M("ffn_missing_relu", "behaviour", "feed_forward", "no ReLU: the FFN is affine",
-      (FFN, "return self.w_2(self.w_1(x))"), cause="feed_forward.relu_missing"),
+      (HIDDEN, "return self.w_1(x)"), cause="feed_forward.relu_missing"),
     M("ffn_relu_on_output", "behaviour", "feed_forward", "an extra ReLU on the FFN output",
-      (FFN, "return torch.relu(self.w_2(torch.relu(self.w_1(x))))"), cause="feed_forward.relu_on_output"),
+      (FFN, "return torch.relu(self.w_2(self.hidden(x)))"), cause="feed_forward.relu_on_output"),
     M("ffn_gelu", "behaviour", "feed_forward", "GELU instead of ReLU (a named deviation)",
-      (FFN, "return self.w_2(nn.functional.gelu(self.w_1(x)))"), deviation=True, cause="feed_forward.gelu"),
+      (HIDDEN, "return nn.functional.gelu(self.w_1(x))"), deviation=True, cause="feed_forward.gelu"),
     M("mha_concat_without_transpose", "behaviour", "multi_head_attention",
       "heads concatenated by reshape without transposing back: positions and heads mixed",
-      (CONCAT, "concat = heads.reshape(query.size(0), -1, self.h * self.d_k)"),
+      (CONCAT, "return heads.reshape(batch, length, self.h * self.d_k)"),
       cause="multi_head_attention.heads_merged_without_transpose"),
     M("dropout_active_in_eval", "behaviour", "sublayer_connection",
       "F.dropout(x, p) (training=True by default): dropout still active in eval mode",
-      (SUBLAYER, "return self.norm(x + nn.functional.dropout(sublayer(x), self.dropout.p))"),
+      (SUBLAYER_SUM, "residual_sum = x + nn.functional.dropout(sublayer(x), self.dropout.p)"),
       cause="sublayer_connection.eval_not_deterministic"),
     M("model_target_without_positional_encoding", "information_flow", "model",
       "positional encodings added to the source embeddings only",
-      ("self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model), PositionalEncoding(d_model, dropout, max_len))",
-       "self.tgt_embed = nn.Sequential(Embeddings(tgt_vocab, d_model))"), cause="model.target_positions_missing"),
+      (DECODE, "embedded = self.tgt_embedding(tgt)"), cause="model.target_positions_missing"),
     M("model_source_without_positional_encoding", "information_flow", "model",
       "positional encodings added to the target embeddings only",
-      ("self.src_embed = nn.Sequential(Embeddings(src_vocab, d_model), PositionalEncoding(d_model, dropout, max_len))",
-       "self.src_embed = nn.Sequential(Embeddings(src_vocab, d_model))"), cause="model.source_positions_missing"),
+      (ENCODE, "embedded = self.src_embedding(src)"), cause="model.source_positions_missing"),
     M("attention_scales_the_callers_query", "behaviour", "attention",
       "the query divided by sqrt(d_k) in place (query.div_), changing the caller's tensor",
-      (SCORES, "scores = torch.matmul(query.div_(math.sqrt(d_k)), key.transpose(-2, -1))"),
+      (SCORES, "scores = query.div_(math.sqrt(d_k)) @ key.transpose(-2, -1)"),
       cause="attention.inputs_modified_in_place"),
     M("dropout_on_residual_sum", "behaviour", "sublayer_connection",
       "dropout on the residual sum, LayerNorm(Dropout(x + Sublayer(x))), not on the sub-layer's output",
-      (SUBLAYER, "return self.norm(self.dropout(x + sublayer(x)))"),
+      (SUBLAYER, "return self.layer_norm(self.dropout(x + sublayer(x)))"),
       cause="sublayer_connection.dropout_on_residual_sum"),
     M("decoder_layer_cross_attention_without_dropout", "behaviour", "decoder_layer",
       "the decoder layer's encoder-decoder attention sub-layer written out as LayerNorm(x + Sublayer(x)), bypassing "
       "the connection's dropout",
-      ("x = self.sublayer[1](x, lambda x: self.src_attn(x, memory, memory, src_mask))",
-       "x = self.sublayer[1].norm(x + self.src_attn(x, memory, memory, src_mask))"),
+      ("x = self.after_cross_attention(x, lambda y: " + CROSS_ATTENTION + ")",
+       "x = self.after_cross_attention.layer_norm(x + self.cross_attention(x, memory, memory, src_mask))"),
       cause="decoder_layer.sublayer_dropout_missing"),
     M("encoder_layer_fixed_dropout_rate", "behaviour", "encoder_layer",
       "the encoder layer's sub-layer connections built with dropout 0.1 whatever rate is configured",
-      ("self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout) for _ in range(2)])",
-       "self.sublayer = nn.ModuleList([SublayerConnection(d_model, 0.1) for _ in range(2)])"),
+      (ENCODER_CONNECTIONS, ENCODER_CONNECTIONS.replace("(d_model, dropout)", "(d_model, 0.1)")),
       cause="encoder_layer.dropout_rate_ignored"),
     M("decoder_layer_one_norm_eps_d_model", "norm_order", "decoder_layer",
       "one LayerNorm of the decoder layer rebuilt as LayerNorm(d_model, d_model): eps = d_model in that norm only",
-      ("self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout) for _ in range(3)])",
-       "self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout) for _ in range(3)])\n"
-       "        self.sublayer[1].norm = LayerNorm(d_model, d_model)"),
+      ("self.after_cross_attention = AddAndNorm(d_model, dropout)",
+       "self.after_cross_attention = AddAndNorm(d_model, dropout)\n"
+       "        self.after_cross_attention.layer_norm = LayerNorm(d_model, d_model)"),
       cause="decoder_layer.layer_norm_eps_wrong"),
     M("decoder_layer_cross_attention_temperature_d_model", "softmax", "decoder_layer",
       "multi-head attention built with a temperature (sqrt(d_k) by default); the decoder layer's encoder-decoder "
       "attention given sqrt(d_model) instead: that one attention is scaled wrong, the role built alone is right",
       ("def __init__(self, h, d_model):", "def __init__(self, h, d_model, temperature=None):"),
-      ("self.h, self.d_k = h, d_model // h",
-       "self.h, self.d_k = h, d_model // h\n        self.temperature = temperature or math.sqrt(self.d_k)"),
-      (CALL_ATTENTION, "scores = torch.matmul(q, k.transpose(-2, -1)) / self.temperature\n"
+      ('self.d_k = d_model // h  # "d_k = d_v = d_model / h"',
+       'self.d_k = d_model // h  # "d_k = d_v = d_model / h"\n'
+       "        self.temperature = temperature or math.sqrt(self.d_k)"),
+      (CALL_ATTENTION, "scores = q @ k.transpose(-2, -1) / self.temperature\n"
        "        if mask is not None:\n"
-       "            scores = scores.masked_fill(~mask, MASKED_SCORE)\n"
-       "        heads = torch.matmul(torch.softmax(scores, dim=-1), v)"),
-      ("self.src_attn = MultiHeadAttention(h, d_model)",
-       "self.src_attn = MultiHeadAttention(h, d_model, temperature=d_model ** 0.5)"),
+       "            scores = scores.masked_fill(mask.logical_not(), MASKED_SCORE)\n"
+       "        heads = scores.softmax(dim=-1) @ v"),
+      ("self.cross_attention = MultiHeadAttention(h, d_model)",
+       "self.cross_attention = MultiHeadAttention(h, d_model, temperature=d_model ** 0.5)"),
       cause="decoder_layer.attention_scale_wrong"),
     M("encoder_last_layer_norm_over_sequence", "norm_order", "encoder",
       "LayerNorm given the axis it normalizes over (the features by default); the last encoder layer's feed-forward "
       "LayerNorm rebuilt over the sequence axis (axis 1): that one norm mixes positions, the role built alone is right",
       ("def __init__(self, d_model, eps=1e-5):", "def __init__(self, d_model, eps=1e-5, axis=-1):"),
       ("self.eps = eps", "self.eps, self.axis = eps, axis"),
-      ("mean = x.mean(-1, keepdim=True)", "mean = x.mean(self.axis, keepdim=True)"),
-      ("variance = x.var(-1, keepdim=True, unbiased=False)",
-       "variance = x.var(self.axis, keepdim=True, unbiased=False)"),
-      ("self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)",
-       "self.layers = clones(lambda: EncoderLayer(d_model, h, d_ff, dropout), N)\n"
-       "        self.layers[-1].sublayer[1].norm = LayerNorm(d_model, axis=1)"),
+      (MEAN, MEAN.replace("dim=-1", "dim=self.axis")), (VARIANCE, VARIANCE.replace("dim=-1", "dim=self.axis")),
+      (ENCODER_LAYERS, ENCODER_LAYERS + "\n        self.layers[-1].after_feed_forward.layer_norm = LayerNorm(d_model, "
+                                        "axis=1)"),
       cause="encoder.layer_norm_axis_wrong"),
     M("model_memory_zeroed", "information_flow", "model",
       "the decoder is handed the encoder's output multiplied by zero (a debugging line left in)",
-      ("return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)",
-       "return self.decode(self.encode(src, src_mask) * 0, src_mask, tgt, tgt_mask)"),
-      cause="model.source_ignored"),
+      (MEMORY, "memory = self.encode(src, src_mask) * 0\n"), cause="model.source_ignored"),
     M("decoder_masks_swapped", "masks", "decoder",
       "the decoder hands its layers the target mask where they take the source mask, and the other way round",
       ("            x = layer(x, memory, src_mask, tgt_mask)", "            x = layer(x, memory, tgt_mask, src_mask)"),
       cause="decoder.masks_swapped"),
     M("encoder_layer_tuple_passed_on", "parameters", "encoder",
       "the encoder layer returns (output, None) and the stack hands the whole tuple to the next layer",
-      ("        return self.sublayer[1](x, self.feed_forward)\n",
-       "        return self.sublayer[1](x, self.feed_forward), None\n"),
+      (ENCODER_FFN_STEP, ENCODER_FFN_STEP + ", None"),
       cause="encoder.tuple_passed_on"),
     M("decoder_mask_dropped_in_training", "information_flow", "model",
       "the decoder layer's training path forgets the target mask (only the eval path, used to decode, keeps it)",
-      ("self.self_attn(x, x, x, tgt_mask)", "self.self_attn(x, x, x, None if self.training else tgt_mask)"),
+      ("self.self_attention(y, y, y, tgt_mask)", "self.self_attention(y, y, y, None if self.training else tgt_mask)"),
       cause="model.future_visible_in_training"),
 ]
 
 MUTANTS += [
     # -- construction: arguments passed in the order of the called constructor's signature -----------------
-    M("model_encoder_arguments_swapped", "construction", "model", "Encoder(N, d_model, d_ff, h, dropout): h and d_ff "
-      "swapped in the model's call", ("self.encoder = Encoder(N, d_model, h, d_ff, dropout)",
-                                      "self.encoder = Encoder(N, d_model, d_ff, h, dropout)"),
+    M("model_encoder_arguments_swapped", "construction", "model", "EncoderStack(N, d_model, d_ff, h, dropout): h and "
+      "d_ff swapped in the model's call", ("self.encoder = EncoderStack(N, d_model, h, d_ff, dropout)",
+                                           "self.encoder = EncoderStack(N, d_model, d_ff, h, dropout)"),
       cause="model.arguments_in_wrong_order"),
     M("encoder_layer_sublayer_arguments_swapped", "construction", "encoder_layer",
-      "SublayerConnection(dropout, d_model) in the encoder layer",
-      ("self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout) for _ in range(2)])",
-       "self.sublayer = nn.ModuleList([SublayerConnection(dropout, d_model) for _ in range(2)])"),
+      "AddAndNorm(dropout, d_model) in the encoder layer",
+      (ENCODER_CONNECTIONS, ENCODER_CONNECTIONS.replace("(d_model, dropout)", "(dropout, d_model)")),
       cause="encoder_layer.arguments_in_wrong_order"),
 ]
 MUTANTS += [
@@ -431,24 +434,20 @@ MUTANTS += [
     # -- masks: a query whose keys are all masked ---------------------------------------------------------------
     M("attention_mask_filled_with_minus_inf", "masks", "attention",
       "masked scores set to float('-inf'): a query whose keys are all masked gets softmax 0/0 = NaN",
-      (MASK_FILL, "scores = scores.masked_fill(~mask, float('-inf'))"), cause="attention.nan_on_fully_masked_row"),
+      (MASK_FILL, "scores = scores.masked_fill(mask.logical_not(), float('-inf'))"),
+      cause="attention.nan_on_fully_masked_row"),
 ]
 MUTANTS += [
     # -- §3.4, §3.5: the model applies its embeddings and positional encodings to the tokens ------------------
     M("model_embeddings_unused", "information_flow", "model",
       "the stacks get the positional encodings of a zero tensor (a debugging stub left in): the tokens' embeddings "
       "are looked up and thrown away",
-      ("return self.encoder(self.src_embed(src), src_mask)",
-       "return self.encoder(self.src_embed[1](torch.zeros_like(self.src_embed[0](src))), src_mask)"),
-      ("return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)",
-       "return self.decoder(self.tgt_embed[1](torch.zeros_like(self.tgt_embed[0](tgt))), memory, src_mask, tgt_mask)"),
+      (ENCODE, "embedded = self.positional_encoding(torch.zeros_like(self.src_embedding(src)))"),
+      (DECODE, "embedded = self.positional_encoding(torch.zeros_like(self.tgt_embedding(tgt)))"),
       cause="model.source_embeddings_unused"),
     M("model_positional_encoding_unused", "information_flow", "model",
-      "the model embeds the tokens with the first module of each embedding block only: its positional encodings "
-      "are built and never applied",
-      ("return self.encoder(self.src_embed(src), src_mask)", "return self.encoder(self.src_embed[0](src), src_mask)"),
-      ("return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)",
-       "return self.decoder(self.tgt_embed[0](tgt), memory, src_mask, tgt_mask)"),
+      "the model's positional encoding is built and never applied: both stacks get the bare embeddings",
+      (ENCODE, "embedded = self.src_embedding(src)"), (DECODE, "embedded = self.tgt_embedding(tgt)"),
       cause="model.source_positions_missing"),
 ]
 BY_NAME = {m.name: m for m in MUTANTS}
@@ -478,9 +477,9 @@ def apply(mutant, source=None):
 
 def touched_components(mutant):
     """The roles whose code runs an edit of ``mutant``, read from the reference's own code: the top-level classes
-    and functions that hold an edit, then every one that names them, transitively (an edit of ``clones`` reaches
-    the encoder, the decoder and the model; one of ``attention`` reaches every block built on multi-head
-    attention). A fail or an error on any other role is a false finding."""
+    and functions that hold an edit, then every one that names them, transitively (an edit of ``AddAndNorm``
+    reaches both layers, both stacks and the model; one of ``scaled_dot_product_attention`` reaches every block
+    built on multi-head attention). A fail or an error on any other role is a false finding."""
     source, edited = reference_source(), set()
     for old, new in mutant.edits:
         line = source[:source.index(old)].count("\n") + 1

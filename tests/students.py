@@ -39,7 +39,10 @@ class Style:
 ANNOTATED = Style(
     "annotated", "class names of the Annotated Transformer (Harvard NLP), features/heads/d_hidden/p_drop",
     classes={
-        "MultiHeadAttention": "MultiHeadedAttention", "Transformer": "EncoderDecoder",
+        "TokenEmbedding": "Embeddings", "SinusoidalPositionalEncoding": "PositionalEncoding",
+        "scaled_dot_product_attention": "attention", "MultiHeadAttention": "MultiHeadedAttention",
+        "FeedForwardNetwork": "PositionwiseFeedForward", "AddAndNorm": "SublayerConnection", "EncoderStack": "Encoder",
+        "DecoderStack": "Decoder", "OutputLayer": "Generator", "Transformer": "EncoderDecoder",
         "padding_mask": "make_src_mask", "sinusoidal_table": "sinusoid_table",
     },
     parameters={"d_model": "features", "h": "heads", "d_ff": "d_hidden", "dropout": "p_drop",
@@ -51,7 +54,7 @@ ANNOTATED = Style(
     extra='''
 
 def make_model(src_vocab, tgt_vocab, N=6, features=512, d_hidden=2048, heads=8, p_drop=0.1):
-    """Helper: construct a model from hyperparameters."""
+    """The whole encoder-decoder, its sizes given in the order code of this style lists them."""
     return EncoderDecoder(src_vocab, tgt_vocab, N, features, d_hidden, heads, p_drop)
 ''',
 )
@@ -60,11 +63,11 @@ BLOCKS = Style(
     "blocks", "class names of popular video/blog code (MultiHeadAttentionBlock, ResidualConnection, ...), "
               "embed_dim/num_heads/dim_feedforward/dropout_rate",
     classes={
-        "Embeddings": "InputEmbeddings", "MultiHeadAttention": "MultiHeadAttentionBlock",
-        "PositionwiseFeedForward": "FeedForwardBlock", "LayerNorm": "LayerNormalization",
-        "SublayerConnection": "ResidualConnection", "EncoderLayer": "EncoderBlock", "DecoderLayer": "DecoderBlock",
-        "Generator": "ProjectionLayer", "attention": "scaled_dot_product_attention",
-        "subsequent_mask": "causal_mask", "padding_mask": "create_padding_mask", "clones": "get_clones",
+        "TokenEmbedding": "InputEmbeddings", "SinusoidalPositionalEncoding": "PositionalEncoding",
+        "MultiHeadAttention": "MultiHeadAttentionBlock", "FeedForwardNetwork": "FeedForwardBlock",
+        "LayerNorm": "LayerNormalization", "AddAndNorm": "ResidualConnection", "EncoderLayer": "EncoderBlock",
+        "DecoderLayer": "DecoderBlock", "EncoderStack": "Encoder", "DecoderStack": "Decoder",
+        "OutputLayer": "ProjectionLayer", "subsequent_mask": "causal_mask", "padding_mask": "create_padding_mask",
     },
     parameters={"d_model": "embed_dim", "h": "num_heads", "d_ff": "dim_feedforward", "dropout": "dropout_rate",
                 "max_len": "seq_len", "N": "num_layers", "src_vocab": "src_vocab_size",
@@ -85,10 +88,11 @@ def build_transformer(src_vocab_size, tgt_vocab_size, seq_len=5000, embed_dim=51
 TERSE = Style(
     "terse", "short names that say nothing of the role (LN, MHA, FFN, Residual, Block, ...), dim/n_heads/hidden/p",
     classes={
-        "Embeddings": "Tok", "PositionalEncoding": "Pos", "MultiHeadAttention": "MHA", "attention": "sdpa",
-        "PositionwiseFeedForward": "FFN", "LayerNorm": "LN", "SublayerConnection": "Residual",
-        "EncoderLayer": "EncBlock", "DecoderLayer": "DecBlock", "Encoder": "EncStack", "Decoder": "DecStack",
-        "Generator": "Head", "Transformer": "Seq2Seq", "sinusoidal_table": "sin_table", "clones": "repeat",
+        "TokenEmbedding": "Tok", "SinusoidalPositionalEncoding": "Pos", "MultiHeadAttention": "MHA",
+        "scaled_dot_product_attention": "sdpa", "FeedForwardNetwork": "FFN", "LayerNorm": "LN",
+        "AddAndNorm": "Residual",
+        "EncoderLayer": "EncBlock", "DecoderLayer": "DecBlock", "EncoderStack": "EncStack", "DecoderStack": "DecStack",
+        "OutputLayer": "Head", "Transformer": "Seq2Seq", "sinusoidal_table": "sin_table",
         "subsequent_mask": "tril_mask", "padding_mask": "pad_mask",
     },
     parameters={"d_model": "dim", "h": "n_heads", "d_ff": "hidden", "dropout": "p", "vocab_size": "n_tokens",

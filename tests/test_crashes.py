@@ -7,7 +7,7 @@ from tests.suite import run_on_source, run_suite
 BROKEN = textwrap.dedent('''
     import torch
     import torch.nn as nn
-    from reference.transformer import MultiHeadAttention, PositionwiseFeedForward, SublayerConnection
+    from reference.transformer import AddAndNorm, FeedForwardNetwork, MultiHeadAttention
 
 
     class NoSuperInit(nn.Module):                     # feed_forward
@@ -50,8 +50,8 @@ BROKEN = textwrap.dedent('''
         def __init__(self, d_model, h, d_ff, dropout):
             super().__init__()
             self.attn = MultiHeadAttention(h, d_model)
-            self.ffn = PositionwiseFeedForward(d_model, d_ff)
-            self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout) for _ in range(2)])
+            self.ffn = FeedForwardNetwork(d_model, d_ff)
+            self.sublayer = nn.ModuleList([AddAndNorm(d_model, dropout) for _ in range(2)])
             self.dropout, self.ffn = self.ffn, dropout      # the two mixed up
 
         def forward(self, x, src_mask):

@@ -14,12 +14,13 @@ from conformance.test_behaviour import PLACEMENT_ROLES, check_dropout_placement
 from conformance.verdicts import Failure
 from tests import mutants as catalogue
 
-CLONES = "self.layers = clones(lambda: DecoderLayer(d_model, h, d_ff, dropout), N)"
+LAYERS = catalogue.DECODER_LAYERS
 FUNCTIONAL = (
-    (catalogue.SUBLAYER, "return self.norm(x + nn.functional.dropout(sublayer(x), self.dropout.p, self.training))"),
+    (catalogue.SUBLAYER, "return self.layer_norm(x + nn.functional.dropout(sublayer(x), self.dropout.p, "
+                         "self.training))"),
     (catalogue.CALL_ATTENTION, "heads = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
                                "dropout_p=0.5 if self.training else 0.0)"),
-    (catalogue.FFN, "return self.w_2(nn.functional.dropout(torch.relu(self.w_1(x)), 0.5, self.training))"),
+    (catalogue.FFN, "return self.w_2(nn.functional.dropout(self.hidden(x), 0.5, self.training))"),
 )
 
 
@@ -34,12 +35,13 @@ def case(impl, dtype=torch.float64):
                 batch=3, src_len=5, tgt_len=3, dtype=dtype, seed=7)
 
 
-@pytest.mark.parametrize("component, path", [("model", "decoder.layers.1.src_attn"), ("decoder", "layers.1.src_attn")])
+@pytest.mark.parametrize("component, path", [("model", "decoder.layers.1.cross_attention"),
+                                             ("decoder", "layers.1.cross_attention")])
 def test_a_slip_in_one_layer_is_named_by_its_path(tmp_path, component, path):
     """(The attention weights dropped too: the control makes that dropout drop nothing, so what the undropped
     sub-layer adds is not random.)"""
     impl = variant(tmp_path, "last_layer_cross_attention_undropped", *FUNCTIONAL[1:],
-                   (CLONES, CLONES + "\n        self.layers[-1].sublayer[1].dropout = nn.Identity()"))
+                   (LAYERS, LAYERS + "\n        self.layers[-1].after_cross_attention.dropout = nn.Identity()"))
     with pytest.raises(Failure) as failure:
         check_dropout_placement(case(impl), component)
     assert failure.value.cause == f"{component}.sublayer_dropout_missing"
@@ -54,7 +56,7 @@ def test_functional_and_attention_weight_dropout_get_no_finding(tmp_path, compon
 
 
 def test_functional_dropout_on_the_residual_sum_is_named(tmp_path):
-    edits = ((catalogue.SUBLAYER, "return self.norm(nn.functional.dropout(x + sublayer(x), self.dropout.p, "
+    edits = ((catalogue.SUBLAYER, "return self.layer_norm(nn.functional.dropout(x + sublayer(x), self.dropout.p, "
                                   "self.training))"),) + FUNCTIONAL[1:]
     impl = variant(tmp_path, "functional_dropout_on_the_sum", *edits)
     for component in ("sublayer_connection", "encoder_layer", "model"):

@@ -19,11 +19,13 @@ from tests.mutation_score import run_suite
 from tests.test_mutants import IN_PROCESS
 
 RENAMED = {"w_1": "expand", "w_2": "contract", "w_q": "to_q", "w_k": "to_k", "w_v": "to_v", "w_o": "to_out",
-           "gain": "scale", "bias": "shift", "lut": "table", "proj": "out", "self_attn": "attend_self",
-           "src_attn": "attend_memory", "feed_forward": "mlp", "sublayer": "residual", "layers": "blocks",
+           "gain": "weight", "bias": "shift", "lookup": "table", "linear": "out", "self_attention": "attend_self",
+           "cross_attention": "attend_memory", "feed_forward": "mlp", "layer_norm": "norm", "layers": "blocks",
            "encoder": "enc", "decoder": "dec"}
-RELU_AFTER_SECOND_LINEAR = ("return self.contract(torch.relu(self.expand(x)))",
-                            "return torch.relu(self.contract(self.expand(x)))")
+RELU_AFTER_SECOND_LINEAR = ("return torch.relu(self.expand(x))\n\n    def forward(self, x):\n"
+                            "        return self.contract(self.hidden(x))",
+                            "return self.expand(x)\n\n    def forward(self, x):\n"
+                            "        return torch.relu(self.contract(self.hidden(x)))")
 """The issue's example: the ReLU moved after the second linear map; no variant of the reference names it."""
 
 
@@ -78,7 +80,7 @@ def test_a_bug_in_a_sub_block_is_located_and_named(tmp_path):
 def test_a_sub_block_whose_own_mapping_is_uncertain_is_located_but_not_failed(tmp_path):
     """Attention's four d_model x d_model projections could have been mapped onto one another: the substitution
     shows where the difference lies, but cannot tell a bug from weights copied to the wrong projection."""
-    over_queries = ("weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-2)")
+    over_queries = ("weights = scores.softmax(dim=-1)", "weights = scores.softmax(dim=-2)")
     verdicts = agreement(other_style(over_queries), tmp_path)
     for component in ("encoder_layer", "model"):
         verdict, cause, message = verdicts[component]
@@ -88,10 +90,10 @@ def test_a_sub_block_whose_own_mapping_is_uncertain_is_located_but_not_failed(tm
 
 
 @pytest.mark.parametrize("block, pinned", [
-    (lambda c: transformer.PositionwiseFeedForward(c.d_model, c.d_ff), True),
+    (lambda c: transformer.FeedForwardNetwork(c.d_model, c.d_ff), True),
     (lambda c: transformer.MultiHeadAttention(c.h, c.d_model), False),
     (lambda c: transformer.LayerNorm(c.d_model), False),
-    (lambda c: transformer.Generator(c.d_model, c.vocab_size), True),
+    (lambda c: transformer.OutputLayer(c.d_model, c.vocab_size), True),
 ])
 def test_shapes_pin_a_by_order_mapping_only_where_no_weight_could_take_another_place(block, pinned):
     cfg = Config(d_model=8, h=2, d_ff=16, vocab_size=11)

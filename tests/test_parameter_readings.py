@@ -40,8 +40,8 @@ def test_scalar_layer_norms_with_a_full_and_a_scalar_final_norm_read_exactly():
     after the decoder: two final norms of different kinds and ten scalar norms, one exact sum."""
     cfg = Config(d_model=8, h=2, d_ff=16, N=2, src_vocab=11, tgt_vocab=13)
     m = ref.Transformer(cfg.src_vocab, cfg.tgt_vocab, cfg.N, cfg.d_model, cfg.d_ff, cfg.h)
-    for connection in [s for s in m.modules() if isinstance(s, ref.SublayerConnection)]:
-        connection.norm = ScalarLayerNorm()
+    for connection in [s for s in m.modules() if isinstance(s, ref.AddAndNorm)]:
+        connection.layer_norm = ScalarLayerNorm()
     m.encoder.norm, m.decoder.norm = ref.LayerNorm(cfg.d_model), ScalarLayerNorm()
     causes, times = read(m, cfg)
     assert causes == ["extra_final_norm", "scalar_layer_norm_gain"]
@@ -55,7 +55,7 @@ def test_projections_without_biases_conform():
     cfg = Config(d_model=8, h=2, d_ff=16, N=1)
     layer = ref.EncoderLayer(cfg.d_model, cfg.h, cfg.d_ff, 0.0)
     for name in ("w_q", "w_k", "w_v", "w_o"):
-        setattr(layer.self_attn, name, nn.Linear(cfg.d_model, cfg.d_model, bias=False))
+        setattr(layer.self_attention, name, nn.Linear(cfg.d_model, cfg.d_model, bias=False))
     diff = sum(p.numel() for p in layer.parameters()) - closed_form("encoder_layer", cfg)
     combo = best_reading(diff, known_variants("encoder_layer", cfg, "paper"), layer, cfg, "paper", "encoder_layer")
     causes, words = describe(combo)
@@ -69,7 +69,7 @@ def test_embeddings_held_apart_read_as_untied():
     untied = ref.Transformer(11, 11, 1, 8, 16, 2, share_embeddings=False)
     assert read(untied, cfg) == (["untied_embeddings"], [("untied_embeddings", 88, 1)] * 2)
     one_table = ref.Transformer(11, 11, 1, 8, 16, 2, share_embeddings=False)
-    one_table.src_embed[0].lut = one_table.tgt_embed[0].lut
+    one_table.src_embedding.lookup = one_table.tgt_embedding.lookup
     assert read(one_table, cfg) == (["untied_embeddings"], [("untied_embeddings", 88, 1)])
 
 

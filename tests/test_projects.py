@@ -316,7 +316,8 @@ def test_a_name_two_subpackages_define_is_bound_to_the_class_the_model_builds(tm
     impl = load_implementation(str(package))
     bound = {n.split(":")[0]: n.split(":")[1].split()[0] for n in impl.notes if ": " in n and not n.startswith("loaded")}
     assert bound["model"] == "Transformer", impl.notes
-    assert bound["feed_forward"] == "twins.current.model.PositionwiseFeedForward", impl.notes
+    network = "twins.current.model.FeedForwardNetwork"
+    assert bound["feed_forward"] == network, impl.notes
     assert bound["encoder_layer"] == "twins.current.model.EncoderLayer", impl.notes
 
 

@@ -52,16 +52,17 @@ def test_encoder_layer_agrees_with_torch_encoder_layer_given_the_same_weights():
     torch.manual_seed(0)
     layer, torch_layer = ref.EncoderLayer(8, 2, 32, 0.0).eval(), nn.TransformerEncoderLayer(8, 2, 32, 0.0,
                                                                                               batch_first=True).eval()
-    a = layer.self_attn
+    a = layer.self_attention
     with torch.no_grad():
         torch_layer.self_attn.in_proj_weight.copy_(torch.cat([a.w_q.weight, a.w_k.weight, a.w_v.weight]))
         torch_layer.self_attn.in_proj_bias.copy_(torch.cat([a.w_q.bias, a.w_k.bias, a.w_v.bias]))
         torch_layer.self_attn.out_proj.load_state_dict(a.w_o.state_dict())
         torch_layer.linear1.load_state_dict(layer.feed_forward.w_1.state_dict())
         torch_layer.linear2.load_state_dict(layer.feed_forward.w_2.state_dict())
-        for torch_norm, sublayer in zip((torch_layer.norm1, torch_layer.norm2), layer.sublayer):
-            torch_norm.weight.copy_(sublayer.norm.gain)
-            torch_norm.bias.copy_(sublayer.norm.bias)
+        for torch_norm, connection in zip((torch_layer.norm1, torch_layer.norm2),
+                                          (layer.after_self_attention, layer.after_feed_forward)):
+            torch_norm.weight.copy_(connection.layer_norm.gain)
+            torch_norm.bias.copy_(connection.layer_norm.bias)
         x = torch.randn(2, 5, 8)
         mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2]).unsqueeze(1)
         expected = torch_layer(x, src_key_padding_mask=~mask[:, 0])
