@@ -433,8 +433,9 @@ MUTANTS += [
       deviation=True, cause="model.untied_embeddings"),
     # -- masks: a query whose keys are all masked ---------------------------------------------------------------
     M("attention_mask_filled_with_minus_inf", "masks", "attention",
-      "masked scores set to float('-inf'): a query whose keys are all masked gets softmax 0/0 = NaN",
-      (MASK_FILL, "scores = scores.masked_fill(mask.logical_not(), float('-inf'))"),
+      "masked scores set to float('-inf'), §3.2.3's own word: a query whose keys are all masked gets softmax 0/0 = "
+      "NaN, a note on robustness (such a row is a sequence of padding alone)",
+      (MASK_FILL, "scores = scores.masked_fill(mask.logical_not(), float('-inf'))"), deviation=True,
       cause="attention.nan_on_fully_masked_row"),
 ]
 MUTANTS += [
