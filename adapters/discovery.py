@@ -1621,6 +1621,19 @@ MASK_CALLS = {
 """The canonical calls of the mask helpers on the probe configuration (tokens with padding; size 3)."""
 
 
+def works_sequence_first(binding, module_name, roles, bindings, convention, problem, note):
+    """Try ``binding`` laid out sequence first (torch's default): None, with ``note`` added, when it then works
+    under the canonical call; else its layout and builder as before and ``problem`` unchanged."""
+    binding.layout = SEQUENCE_FIRST
+    roles[binding.role] = role_builder(binding, bindings, convention)
+    if behaves(Implementation(module_name, roles), binding.role) is None:
+        binding.notes.append(note)
+        return None
+    binding.layout = None
+    roles[binding.role] = role_builder(binding, bindings, convention)
+    return problem
+
+
 def behaves(implementation, role):
     """Build the role on a small configuration and make the canonical call; None if it works, else the error."""
     case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
@@ -1951,24 +1964,12 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                 continue
             problem = behaves(Implementation(module_name, roles), role)
             if problem is not None and role in LAID_OUT:  # written for (sequence, batch, d_model) tensors?
-                binding.layout = SEQUENCE_FIRST
-                roles[role] = module_builder(binding, bindings, convention)
-                if behaves(Implementation(module_name, roles), role) is None:
-                    problem = None
-                    binding.notes.append("(sequence, batch, d_model) tensors, as torch's default layout")
-                else:
-                    binding.layout = None
-                    roles[role] = module_builder(binding, bindings, convention)
+                problem = works_sequence_first(binding, module_name, roles, bindings, convention, problem,
+                                               "(sequence, batch, d_model) tensors, as torch's default layout")
             if problem is not None and role == "padding_mask" \
                     and any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # (length, batch) tokens?
-                binding.layout = SEQUENCE_FIRST
-                roles[role] = role_builder(binding, bindings, convention)
-                if behaves(Implementation(module_name, roles), role) is None:
-                    problem = None
-                    binding.notes.append("(called with (length, batch) token ids, as the rest of the code)")
-                else:
-                    binding.layout = None
-                    roles[role] = role_builder(binding, bindings, convention)
+                problem = works_sequence_first(binding, module_name, roles, bindings, convention, problem,
+                                               "(called with (length, batch) token ids, as the rest of the code)")
             if problem is not None and role in MASKED \
                     and masks_of_another_shape(binding, module_name, roles, bindings, convention):
                 problem = None  # its masks of another shape
