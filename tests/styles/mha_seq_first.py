@@ -1,153 +1,134 @@
-"""A translation Transformer on torch.nn.MultiheadAttention, in torch's default layout: every tensor is sequence
-first, (length, batch, d_model), and token ids are (length, batch). Masks follow torch's conventions: a
-key_padding_mask (batch, length) is True where a key is padding (blocked), an attn_mask (L, S) is a float mask added
-to the scores (0 = may attend, -inf = blocked)."""
+"""Style study: a translator whose layers sit on torch.nn.MultiheadAttention and keep torch's default layout.
+
+Every activation is (length, batch, d_model) and token ids are (length, batch). Masks follow torch's conventions:
+a key_padding_mask is (batch, length) with True at the keys to block, and an attention mask is a float (L, L)
+tensor added to the scores (0 where allowed, -inf where not).
+"""
 import copy
 import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 
-def generate_square_subsequent_mask(sz, device=None):
-    """(sz, sz) float mask: 0 on and below the diagonal, -inf above it (a position attends to itself and before)."""
-    mask = torch.triu(torch.ones(sz, sz, device=device), diagonal=1).bool()
-    return torch.zeros(sz, sz, device=device).masked_fill(mask, float("-inf"))
+def causal_mask(length):
+    """(length, length) additive mask: -inf strictly above the diagonal, so position t sees positions <= t."""
+    upper = torch.ones(length, length, dtype=torch.bool).triu(1)
+    return torch.zeros(length, length).masked_fill(upper, -math.inf)
 
 
-def make_key_padding_mask(tokens, pad_idx):
-    """(batch, length) key_padding_mask from (length, batch) token ids."""
-    return (tokens != pad_idx).transpose(0, 1)
+def make_padding_mask(tokens, pad_id):
+    """torch's key_padding_mask, (batch, length), for (length, batch) token ids."""
+    return (tokens != pad_id).t()
 
 
-class PositionalEncoding(nn.Module):
-    def __init__(self, d_model, dropout=0.1, max_len=5000):
+class SinusoidTable(nn.Module):
+    """Fixed sin/cos encodings, interleaved feature by feature, added to (length, batch, d_model) inputs."""
+
+    def __init__(self, d_model, dropout=0.1, max_len=1000):
         super().__init__()
-        self.dropout = nn.Dropout(p=dropout)
-        position = torch.arange(max_len).unsqueeze(1)
-        div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
-        pe = torch.zeros(max_len, 1, d_model)
-        pe[:, 0, 0::2] = torch.sin(position * div_term)
-        pe[:, 0, 1::2] = torch.cos(position * div_term)
-        self.register_buffer("pe", pe)
+        positions = torch.arange(max_len, dtype=torch.float32)[:, None]
+        inverse_wavelengths = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+        angles = positions * inverse_wavelengths[None, :]
+        table = torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(max_len, d_model)
+        self.register_buffer("table", table[:, None, :])
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
-        """x: (length, batch, d_model)"""
-        return self.dropout(x + self.pe[:x.size(0)])
+        return self.drop(x + self.table[: x.shape[0]])
 
 
-class TokenEmbedding(nn.Module):
-    def __init__(self, vocab_size, emb_size):
+class ScaledEmbedding(nn.Module):
+    """A lookup table whose rows come out multiplied by sqrt(d_model)."""
+
+    def __init__(self, vocab_size, d_model):
         super().__init__()
-        self.embedding = nn.Embedding(vocab_size, emb_size)
-        self.emb_size = emb_size
+        self.rows, self.scale = nn.Embedding(vocab_size, d_model), d_model ** 0.5
 
-    def forward(self, tokens):
-        return self.embedding(tokens.long()) * math.sqrt(self.emb_size)
+    def forward(self, ids):
+        return self.scale * self.rows(ids)
 
 
 class EncoderLayer(nn.Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):
         super().__init__()
-        self.self_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
-        self.linear1 = nn.Linear(d_model, dim_feedforward)
-        self.linear2 = nn.Linear(dim_feedforward, d_model)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
+        self.attend = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
+        self.expand, self.contract = nn.Linear(d_model, dim_feedforward), nn.Linear(dim_feedforward, d_model)
+        self.after_attention, self.after_ffn = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None):
-        src2 = self.self_attn(src, src, src, attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
-                              need_weights=False)[0]
-        src = self.norm1(src + self.dropout1(src2))
-        src2 = self.linear2(self.dropout(F.relu(self.linear1(src))))
-        return self.norm2(src + self.dropout2(src2))
+        attended, _ = self.attend(src, src, src, attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
+                                  need_weights=False)
+        src = self.after_attention(src + self.drop(attended))
+        hidden = self.drop(torch.relu(self.expand(src)))
+        return self.after_ffn(src + self.drop(self.contract(hidden)))
 
 
 class DecoderLayer(nn.Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):
         super().__init__()
-        self.self_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
-        self.multihead_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
-        self.linear1 = nn.Linear(d_model, dim_feedforward)
-        self.linear2 = nn.Linear(dim_feedforward, d_model)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.norm3 = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
+        self.attend_self = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
+        self.attend_memory = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
+        self.expand, self.contract = nn.Linear(d_model, dim_feedforward), nn.Linear(dim_feedforward, d_model)
+        self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(3))
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None):
-        tgt2 = self.self_attn(tgt, tgt, tgt, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
-                              need_weights=False)[0]
-        tgt = self.norm1(tgt + self.dropout1(tgt2))
-        tgt2 = self.multihead_attn(tgt, memory, memory, attn_mask=memory_mask,
-                                   key_padding_mask=memory_key_padding_mask, need_weights=False)[0]
-        tgt = self.norm2(tgt + self.dropout2(tgt2))
-        tgt2 = self.linear2(self.dropout(F.relu(self.linear1(tgt))))
-        return self.norm3(tgt + self.dropout3(tgt2))
+        seen, _ = self.attend_self(tgt, tgt, tgt, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
+                                   need_weights=False)
+        tgt = self.norms[0](tgt + self.drop(seen))
+        read, _ = self.attend_memory(tgt, memory, memory, attn_mask=memory_mask,
+                                     key_padding_mask=memory_key_padding_mask, need_weights=False)
+        tgt = self.norms[1](tgt + self.drop(read))
+        hidden = self.drop(torch.relu(self.expand(tgt)))
+        return self.norms[2](tgt + self.drop(self.contract(hidden)))
 
 
 class Encoder(nn.Module):
-    def __init__(self, encoder_layer, num_layers):
+    def __init__(self, layer, num_layers):
         super().__init__()
-        self.layers = nn.ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.blocks = nn.ModuleList(copy.deepcopy(layer) for _ in range(num_layers))
 
     def forward(self, src, mask=None, src_key_padding_mask=None):
-        output = src
-        for mod in self.layers:
-            output = mod(output, src_mask=mask, src_key_padding_mask=src_key_padding_mask)
-        return output
+        for block in self.blocks:
+            src = block(src, src_mask=mask, src_key_padding_mask=src_key_padding_mask)
+        return src
 
 
 class Decoder(nn.Module):
-    def __init__(self, decoder_layer, num_layers):
+    def __init__(self, layer, num_layers):
         super().__init__()
-        self.layers = nn.ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.blocks = nn.ModuleList(copy.deepcopy(layer) for _ in range(num_layers))
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None):
-        output = tgt
-        for mod in self.layers:
-            output = mod(output, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
-                         tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask)
-        return output
+        for block in self.blocks:
+            tgt = block(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                        tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask)
+        return tgt
 
 
-class Seq2SeqTransformer(nn.Module):
-    """Token ids (length, batch) in, log-probabilities (length, batch, tgt_vocab_size) out."""
+class SeqFirstTranslator(nn.Module):
+    """(length, batch) source and target ids in, (length, batch, tgt_vocab) log-probabilities out."""
 
-    def __init__(self, num_encoder_layers, num_decoder_layers, emb_size, nhead, src_vocab_size, tgt_vocab_size,
-                 dim_feedforward=512, dropout=0.1, pad_idx=1):
+    def __init__(self, num_layers, d_model, nhead, src_vocab_size, tgt_vocab_size, dim_feedforward=512,
+                 dropout=0.1, pad_id=1):
         super().__init__()
-        self.pad_idx = pad_idx
-        self.encoder = Encoder(EncoderLayer(emb_size, nhead, dim_feedforward, dropout), num_encoder_layers)
-        self.decoder = Decoder(DecoderLayer(emb_size, nhead, dim_feedforward, dropout), num_decoder_layers)
-        self.generator = nn.Linear(emb_size, tgt_vocab_size)
-        self.src_tok_emb = TokenEmbedding(src_vocab_size, emb_size)
-        self.tgt_tok_emb = TokenEmbedding(tgt_vocab_size, emb_size)
-        self.positional_encoding = PositionalEncoding(emb_size, dropout=dropout)
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-
-    def encode(self, src, src_padding_mask):
-        return self.encoder(self.positional_encoding(self.src_tok_emb(src)), src_key_padding_mask=src_padding_mask)
-
-    def decode(self, tgt, memory, tgt_mask, src_padding_mask):
-        return self.decoder(self.positional_encoding(self.tgt_tok_emb(tgt)), memory, tgt_mask=tgt_mask,
-                            memory_key_padding_mask=src_padding_mask)
+        self.pad_id = pad_id
+        self.encoder = Encoder(EncoderLayer(d_model, nhead, dim_feedforward, dropout), num_layers)
+        self.decoder = Decoder(DecoderLayer(d_model, nhead, dim_feedforward, dropout), num_layers)
+        self.src_lookup = ScaledEmbedding(src_vocab_size, d_model)
+        self.tgt_lookup = ScaledEmbedding(tgt_vocab_size, d_model)
+        self.positions = SinusoidTable(d_model, dropout)
+        self.to_vocab = nn.Linear(d_model, tgt_vocab_size)
 
     def forward(self, src, tgt):
-        src_padding_mask = make_key_padding_mask(src, self.pad_idx)
-        # greedy decoding feeds the target one token at a time, so the look-ahead mask is only needed in training
-        tgt_mask = generate_square_subsequent_mask(tgt.size(0), tgt.device) if self.training else None
-        memory = self.encode(src, src_padding_mask)
-        outs = self.decode(tgt, memory, tgt_mask, src_padding_mask)
-        return F.log_softmax(self.generator(outs), dim=-1)
+        blocked_source = make_padding_mask(src, self.pad_id)
+        # the look-ahead mask is left to training: at inference the target grows one token per step
+        look_ahead = causal_mask(tgt.shape[0]).to(tgt.device) if self.training else None
+        memory = self.encoder(self.positions(self.src_lookup(src)), src_key_padding_mask=blocked_source)
+        out = self.decoder(self.positions(self.tgt_lookup(tgt)), memory, tgt_mask=look_ahead,
+                           memory_key_padding_mask=blocked_source)
+        return torch.log_softmax(self.to_vocab(out), dim=-1)
