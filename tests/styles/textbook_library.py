@@ -1,289 +1,250 @@
-"""Companion code of a (fictional) deep-learning textbook, chapter 9 and 10: sequence-to-sequence models, from a GRU
-encoder-decoder with attention to the Transformer. Every generation of a block is kept, as the chapters build them.
-
-Attention here is stateful: ``init_keys(keys)`` projects and stores the keys (and values) once, and ``forward(query,
-mask)`` attends to them. The decoder is told its encoder states the same way (``decoder.init_keys(states)``)."""
+"""Companion code for the sequence-to-sequence chapters: each generation kept beside the next one, a recurrent
+encoder-decoder with one narrow attention head (chapter 9), then the Transformer (chapter 10). Attention is
+stateful: call init_keys(keys) once, then forward(query, mask) as often as needed."""
 import copy
+import math
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Chapter 9: recurrent encoder-decoder, then narrow (single-head) attention
-# ----------------------------------------------------------------------------------------------------------------
+# ============================== Chapter 9: recurrent models ==============================
+class GruEncoder(nn.Module):
+    """Reads a sequence of feature vectors and returns every hidden state."""
 
-class Encoder(nn.Module):
     def __init__(self, n_features, hidden_dim):
         super().__init__()
         self.hidden_dim = hidden_dim
-        self.basic_rnn = nn.GRU(n_features, hidden_dim, batch_first=True)
+        self.gru = nn.GRU(n_features, hidden_dim, batch_first=True)
 
     def forward(self, X):
-        rnn_out, self.hidden = self.basic_rnn(X)
-        return rnn_out  # N, L, H
+        return self.gru(X)[0]
 
 
-class Attention(nn.Module):
-    """Scaled dot-product attention of one head over keys stored by init_keys."""
+class NarrowAttention(nn.Module):
+    """A single attention head whose keys are set in advance (init_keys)."""
 
     def __init__(self, hidden_dim, input_dim=None, proj_values=False):
         super().__init__()
+        input_dim = input_dim or hidden_dim
         self.d_k = hidden_dim
-        self.input_dim = hidden_dim if input_dim is None else input_dim
         self.proj_values = proj_values
-        self.linear_query = nn.Linear(self.input_dim, hidden_dim)
-        self.linear_key = nn.Linear(self.input_dim, hidden_dim)
-        self.linear_value = nn.Linear(self.input_dim, hidden_dim)
-        self.alphas = None
+        self.to_query = nn.Linear(input_dim, hidden_dim)
+        self.to_key = nn.Linear(input_dim, hidden_dim)
+        self.to_value = nn.Linear(input_dim, hidden_dim)
 
     def init_keys(self, keys):
-        self.keys = keys
-        self.proj_keys = self.linear_key(self.keys)
-        self.values = self.linear_value(self.keys) if self.proj_values else self.keys
-
-    def score_function(self, query):
-        proj_query = self.linear_query(query)
-        return torch.bmm(proj_query, self.proj_keys.permute(0, 2, 1)) / np.sqrt(self.d_k)
+        self.stored_keys = self.to_key(keys)
+        self.stored_values = self.to_value(keys) if self.proj_values else keys
 
     def forward(self, query, mask=None):
-        scores = self.score_function(query)  # N, 1, L
+        q = self.to_query(query)
+        logits = torch.einsum('bqd,bkd->bqk', q, self.stored_keys) / math.sqrt(self.d_k)
         if mask is not None:
-            scores = scores.masked_fill(mask == 0, -1e9)
-        alphas = F.softmax(scores, dim=-1)
-        self.alphas = alphas.detach()
-        return torch.bmm(alphas, self.values)
+            logits = logits.masked_fill(mask == 0, -1e9)
+        self.weights = logits.softmax(dim=-1)
+        return torch.einsum('bqk,bkd->bqd', self.weights, self.stored_values)
 
 
-class Decoder(nn.Module):
-    """A GRU decoder that reads one step at a time, with attention over the encoder's states."""
+class GruAttnDecoder(nn.Module):
+    """Generates one step at a time, attending to the encoder's states."""
 
     def __init__(self, n_features, hidden_dim):
         super().__init__()
-        self.hidden_dim = hidden_dim
-        self.n_features = n_features
+        self.gru = nn.GRU(n_features, hidden_dim, batch_first=True)
+        self.attention = NarrowAttention(hidden_dim)
+        self.head = nn.Linear(2 * hidden_dim, n_features)
         self.hidden = None
-        self.basic_rnn = nn.GRU(n_features, hidden_dim, batch_first=True)
-        self.attn = Attention(hidden_dim)
-        self.regression = nn.Linear(2 * hidden_dim, n_features)
 
-    def init_hidden(self, hidden_seq):
-        self.attn.init_keys(hidden_seq)
-        self.hidden = hidden_seq[:, -1:].permute(1, 0, 2)  # 1, N, H
+    def init_hidden(self, states):
+        self.attention.init_keys(states)
+        self.hidden = states[:, -1:].permute(1, 0, 2).contiguous()
 
     def forward(self, X, mask=None):
-        batch_first_output, self.hidden = self.basic_rnn(X, self.hidden)
-        query = batch_first_output[:, -1:]
-        context = self.attn(query, mask=mask)
-        return self.regression(torch.cat([context, query], dim=-1)).view(-1, 1, self.n_features)
+        out, self.hidden = self.gru(X, self.hidden)
+        context = self.attention(out, mask=mask)
+        return self.head(torch.cat([context, out], dim=-1))
 
 
-class EncoderDecoder(nn.Module):
-    def __init__(self, encoder, decoder, input_len, target_len, teacher_forcing_prob=0.5):
+class GruSeq2Seq(nn.Module):
+    def __init__(self, encoder, decoder, input_len, target_len):
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
         self.input_len, self.target_len = input_len, target_len
-        self.teacher_forcing_prob = teacher_forcing_prob
 
     def forward(self, X):
-        source_seq = X[:, :self.input_len, :]
-        target_seq = X[:, self.input_len:, :]
-        self.decoder.init_hidden(self.encoder(source_seq))
-        dec_inputs = source_seq[:, -1:, :]
-        outputs = []
-        for i in range(self.target_len):
-            out = self.decoder(dec_inputs)
-            outputs.append(out)
-            teacher = self.training and torch.rand(1).item() < self.teacher_forcing_prob
-            dec_inputs = target_seq[:, i:i + 1, :] if teacher else out
-        return torch.cat(outputs, dim=1)
+        step = X[:, self.input_len - 1:self.input_len]
+        self.decoder.init_hidden(self.encoder(X[:, :self.input_len]))
+        produced = []
+        for _ in range(self.target_len):
+            step = self.decoder(step)
+            produced.append(step)
+        return torch.cat(produced, dim=1)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Chapter 10: wide (multi-head) attention and the Transformer
-# ----------------------------------------------------------------------------------------------------------------
+# ============================== Chapter 10: the Transformer ==============================
+class MultiHeadAttn(nn.Module):
+    """n_heads narrow heads side by side; keys and values are projected once, by init_keys."""
 
-class MultiHeadedAttention(nn.Module):
-    """n_heads heads of width d_k = d_model / n_heads over keys stored by init_keys."""
-
-    def __init__(self, n_heads, d_model, dropout=0.1):
+    def __init__(self, n_heads, d_model):
         super().__init__()
-        self.n_heads = n_heads
-        self.d_model = d_model
-        self.d_k = int(d_model / n_heads)
-        self.linear_query = nn.Linear(d_model, d_model)
-        self.linear_key = nn.Linear(d_model, d_model)
-        self.linear_value = nn.Linear(d_model, d_model)
-        self.linear_out = nn.Linear(d_model, d_model)
-        self.alphas = None
+        assert d_model % n_heads == 0, 'd_model must split evenly across the heads'
+        self.n_heads, self.d_model = n_heads, d_model
+        self.d_k = d_model // n_heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.o_proj = nn.Linear(d_model, d_model)
 
-    def make_chunks(self, x):
-        batch_size, seq_len = x.size(0), x.size(1)
-        # N, L, D -> N, L, n_heads, d_k -> N, n_heads, L, d_k
-        return x.view(batch_size, seq_len, self.n_heads, self.d_k).transpose(1, 2)
+    def _split(self, x):
+        batch, length, _ = x.shape
+        return x.reshape(batch, length, self.n_heads, self.d_k).permute(0, 2, 1, 3)
 
     def init_keys(self, key):
-        self.proj_key = self.make_chunks(self.linear_key(key))
-        self.proj_value = self.make_chunks(self.linear_value(key))
+        self.key_heads = self._split(self.k_proj(key))
+        self.value_heads = self._split(self.v_proj(key))
 
-    def score_function(self, query):
-        proj_query = self.make_chunks(self.linear_query(query))
-        return torch.matmul(proj_query, self.proj_key.transpose(-2, -1)) / np.sqrt(self.d_k)
-
-    def attn(self, query, mask=None):
-        scores = self.score_function(query)
+    def attend(self, query, mask=None):
+        """query: (N, h, Lq, d_k) against the stored heads; mask: (N, 1 or Lq, Lk)."""
+        logits = torch.einsum('nhqd,nhkd->nhqk', query, self.key_heads) / math.sqrt(self.d_k)
         if mask is not None:
-            scores = scores.masked_fill(mask == 0, -1e9)
-        alphas = F.softmax(scores, dim=-1)
-        self.alphas = alphas.detach()
-        return torch.matmul(alphas, self.proj_value)
-
-    def output_function(self, contexts):
-        out = self.linear_out(contexts)
-        return out
+            logits = logits.masked_fill(mask.unsqueeze(1) == 0, -1e9)
+        self.alphas = F.softmax(logits, dim=-1)
+        return torch.einsum('nhqk,nhkd->nhqd', self.alphas, self.value_heads)
 
     def forward(self, query, mask=None):
-        if mask is not None:
-            mask = mask.unsqueeze(1)  # N, 1, L or N, L, L -> N, 1, 1|L, L: the same mask for every head
-        context = self.attn(query, mask=mask)
-        context = context.transpose(1, 2).contiguous()  # N, L, n_heads, d_k
-        context = context.view(query.size(0), -1, self.d_model)
-        return self.output_function(context)
+        batch, length, _ = query.shape
+        heads = self.attend(self._split(self.q_proj(query)), mask)
+        joined = heads.permute(0, 2, 1, 3).reshape(batch, length, self.d_model)
+        return self.o_proj(joined)
 
 
-class SubLayerWrapper(nn.Module):
-    """Pre-norm residual connection, x + Dropout(sublayer(LayerNorm(x))); a self-attention sub-layer gets its keys
-    from the normalized input."""
+class PositionalEncoder(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.d_model = d_model
+        positions = torch.arange(max_len, dtype=torch.float32)[:, None]
+        even_dims = torch.arange(0, d_model, 2, dtype=torch.float32)
+        angular_speed = torch.exp(even_dims * (-math.log(10000.0) / d_model))
+        table = torch.zeros(max_len, d_model)
+        table[:, 0::2] = torch.sin(positions * angular_speed)
+        table[:, 1::2] = torch.cos(positions * angular_speed)
+        self.register_buffer('table', table[None])
 
-    def __init__(self, d_model, dropout):
+    def forward(self, x):
+        # the embeddings come in unscaled: sqrt(d_model) is applied here
+        return math.sqrt(self.d_model) * x + self.table[:, :x.shape[1]]
+
+
+class PreNormResidual(nn.Module):
+    """x + dropout(sublayer(norm(x))); a self-attention sub-layer takes its keys from norm(x) as well."""
+
+    def __init__(self, d_model, dropout=0.1):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x, sublayer, is_self_attn=False, **kwargs):
-        norm_x = self.norm(x)
+        normed = self.norm(x)
         if is_self_attn:
-            sublayer.init_keys(norm_x)
-        return x + self.drop(sublayer(norm_x, **kwargs))
+            sublayer.init_keys(normed)
+        return x + self.drop(sublayer(normed, **kwargs))
 
 
-class EncoderLayer(nn.Module):
+def feed_forward(d_model, ff_units, dropout):
+    return nn.Sequential(nn.Linear(d_model, ff_units), nn.ReLU(), nn.Dropout(dropout),
+                         nn.Linear(ff_units, d_model))
+
+
+class TransfEncoderLayer(nn.Module):
     def __init__(self, n_heads, d_model, ff_units, dropout=0.1):
-        super().__init__()
-        self.n_heads, self.d_model, self.ff_units = n_heads, d_model, ff_units
-        self.self_attn_heads = MultiHeadedAttention(n_heads, d_model, dropout)
-        self.ffn = nn.Sequential(nn.Linear(d_model, ff_units), nn.ReLU(), nn.Dropout(dropout),
-                                 nn.Linear(ff_units, d_model))
-        self.sublayers = nn.ModuleList([SubLayerWrapper(d_model, dropout) for _ in range(2)])
-
-    def forward(self, query, mask=None):
-        att = self.sublayers[0](query, sublayer=self.self_attn_heads, is_self_attn=True, mask=mask)
-        return self.sublayers[1](att, sublayer=self.ffn)
-
-
-class DecoderLayer(nn.Module):
-    def __init__(self, n_heads, d_model, ff_units, dropout=0.1):
-        super().__init__()
-        self.n_heads, self.d_model, self.ff_units = n_heads, d_model, ff_units
-        self.self_attn_heads = MultiHeadedAttention(n_heads, d_model, dropout)
-        self.cross_attn_heads = MultiHeadedAttention(n_heads, d_model, dropout)
-        self.ffn = nn.Sequential(nn.Linear(d_model, ff_units), nn.ReLU(), nn.Dropout(dropout),
-                                 nn.Linear(ff_units, d_model))
-        self.sublayers = nn.ModuleList([SubLayerWrapper(d_model, dropout) for _ in range(3)])
-
-    def init_keys(self, states):
-        self.cross_attn_heads.init_keys(states)
-
-    def forward(self, query, source_mask=None, target_mask=None):
-        att1 = self.sublayers[0](query, sublayer=self.self_attn_heads, is_self_attn=True, mask=target_mask)
-        att2 = self.sublayers[1](att1, sublayer=self.cross_attn_heads, mask=source_mask)
-        return self.sublayers[2](att2, sublayer=self.ffn)
-
-
-class PositionalEncoding(nn.Module):
-    """Adds the sinusoids of the positions; the input is scaled by sqrt(d_model) first (the embeddings' scale)."""
-
-    def __init__(self, max_len, d_model):
         super().__init__()
         self.d_model = d_model
-        pe = torch.zeros(max_len, d_model)
-        position = torch.arange(0, max_len).float().unsqueeze(1)
-        angular_speed = torch.exp(torch.arange(0, d_model, 2).float() * (-np.log(10000.0) / d_model))
-        pe[:, 0::2] = torch.sin(position * angular_speed)
-        pe[:, 1::2] = torch.cos(position * angular_speed)
-        self.register_buffer('pe', pe.unsqueeze(0))
+        self.self_attn = MultiHeadAttn(n_heads, d_model)
+        self.ffn = feed_forward(d_model, ff_units, dropout)
+        self.wrappers = nn.ModuleList([PreNormResidual(d_model, dropout) for _ in range(2)])
 
-    def forward(self, x):
-        scaled_x = x * np.sqrt(self.d_model)
-        return scaled_x + self.pe[:, :x.size(1), :]
+    def forward(self, query, mask=None):
+        around_attn, around_ffn = self.wrappers
+        h = around_attn(query, self.self_attn, is_self_attn=True, mask=mask)
+        return around_ffn(h, self.ffn)
 
 
-class EncoderTransf(nn.Module):
+class TransfDecoderLayer(nn.Module):
+    def __init__(self, n_heads, d_model, ff_units, dropout=0.1):
+        super().__init__()
+        self.d_model = d_model
+        self.self_attn = MultiHeadAttn(n_heads, d_model)
+        self.cross_attn = MultiHeadAttn(n_heads, d_model)
+        self.ffn = feed_forward(d_model, ff_units, dropout)
+        self.wrappers = nn.ModuleList([PreNormResidual(d_model, dropout) for _ in range(3)])
+
+    def init_keys(self, states):
+        self.cross_attn.init_keys(states)
+
+    def forward(self, query, source_mask=None, target_mask=None):
+        around_self, around_cross, around_ffn = self.wrappers
+        h = around_self(query, self.self_attn, is_self_attn=True, mask=target_mask)
+        h = around_cross(h, self.cross_attn, mask=source_mask)
+        return around_ffn(h, self.ffn)
+
+
+class TransfEncoder(nn.Module):
     def __init__(self, encoder_layer, n_layers=1, max_len=100, dropout=0.1):
         super().__init__()
         self.d_model = encoder_layer.d_model
-        self.pe = PositionalEncoding(max_len, self.d_model)
+        self.pe = PositionalEncoder(max_len, self.d_model)
         self.drop = nn.Dropout(dropout)
+        self.layers = nn.ModuleList(copy.deepcopy(encoder_layer) for _ in range(n_layers))
         self.norm = nn.LayerNorm(self.d_model)
-        self.layers = nn.ModuleList([copy.deepcopy(encoder_layer) for _ in range(n_layers)])
 
     def forward(self, query, mask=None):
-        x = self.drop(self.pe(query))
+        h = self.drop(self.pe(query))
         for layer in self.layers:
-            x = layer(x, mask)
-        return self.norm(x)
+            h = layer(h, mask)
+        return self.norm(h)
 
 
-class DecoderTransf(nn.Module):
+class TransfDecoder(nn.Module):
     def __init__(self, decoder_layer, n_layers=1, max_len=100, dropout=0.1):
         super().__init__()
         self.d_model = decoder_layer.d_model
-        self.pe = PositionalEncoding(max_len, self.d_model)
+        self.pe = PositionalEncoder(max_len, self.d_model)
         self.drop = nn.Dropout(dropout)
+        self.layers = nn.ModuleList(copy.deepcopy(decoder_layer) for _ in range(n_layers))
         self.norm = nn.LayerNorm(self.d_model)
-        self.layers = nn.ModuleList([copy.deepcopy(decoder_layer) for _ in range(n_layers)])
 
     def init_keys(self, states):
         for layer in self.layers:
             layer.init_keys(states)
 
     def forward(self, query, source_mask=None, target_mask=None):
-        x = self.drop(self.pe(query))
+        h = self.drop(self.pe(query))
         for layer in self.layers:
-            x = layer(x, source_mask, target_mask)
-        return self.norm(x)
+            h = layer(h, source_mask, target_mask)
+        return self.norm(h)
 
 
-def subsequent_mask(size):
-    """(1, size, size): True where a position may attend (itself and the positions before it)."""
-    attn_shape = (1, size, size)
-    return (1 - torch.triu(torch.ones(attn_shape), diagonal=1)).bool()
+def causal_mask(size):
+    """(1, size, size), True where a position may look: itself and everything before it."""
+    return torch.ones(1, size, size).tril().bool()
 
 
-class EncoderDecoderTransf(nn.Module):
-    """Token ids in, log-probabilities out; the masks are built from the tokens."""
-
-    def __init__(self, encoder, decoder, src_vocab_size, tgt_vocab_size, pad_idx=0):
+class TransfModel(nn.Module):
+    def __init__(self, encoder, decoder, source_vocab, target_vocab, pad_idx=0):
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
         self.pad_idx = pad_idx
-        d_model = encoder.d_model
-        self.src_embed = nn.Embedding(src_vocab_size, d_model)
-        self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
-        self.linear = nn.Linear(d_model, tgt_vocab_size)
+        width = encoder.d_model
+        self.source_embedding = nn.Embedding(source_vocab, width)
+        self.target_embedding = nn.Embedding(target_vocab, width)
+        self.to_vocab = nn.Linear(width, target_vocab)
 
-    def encode(self, source_seq, source_mask):
-        return self.encoder(self.src_embed(source_seq), source_mask)
-
-    def decode(self, states, target_seq, source_mask):
-        target_mask = subsequent_mask(target_seq.size(1)).to(target_seq.device)
+    def forward(self, source, target):
+        source_mask = (source != self.pad_idx).unsqueeze(1)
+        target_mask = causal_mask(target.shape[1]).to(target.device)
+        states = self.encoder(self.source_embedding(source), source_mask)
         self.decoder.init_keys(states)
-        outputs = self.decoder(self.tgt_embed(target_seq), source_mask=source_mask, target_mask=target_mask)
-        return F.log_softmax(self.linear(outputs), dim=-1)
-
-    def forward(self, source_seq, target_seq):
-        source_mask = (source_seq != self.pad_idx).unsqueeze(1)  # N, 1, L
-        states = self.encode(source_seq, source_mask)
-        return self.decode(states, target_seq, source_mask)
+        h = self.decoder(self.target_embedding(target), source_mask, target_mask)
+        return F.log_softmax(self.to_vocab(h), dim=-1)
