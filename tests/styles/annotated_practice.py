@@ -1,24 +1,16 @@
-"""An encoder-decoder Transformer in the practice form that tutorials made common.
-
-Every sub-layer is wrapped as ``x + Dropout(Sublayer(Norm(x)))`` (the norm first) and each stack ends with a norm of
-its own; the norm divides by the unbiased standard deviation plus a small constant; the attention weights are dropped
-out. Blocks are built once by ``make_model`` and handed to the layers, which keep deep copies of them.
-"""
-import copy
+"""An encoder-decoder Transformer in the practice form: every sub-layer is wrapped pre-norm, each stack ends with a
+norm of its own, the norm divides by the unbiased std plus eps, and the attention weights get dropout. Blocks are
+built once by a builder function and deep-copied into the stacks."""
 import math
+from copy import deepcopy
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 
-def replicate(block, count):
-    """``count`` independent deep copies of ``block`` in a ModuleList."""
-    return nn.ModuleList([copy.deepcopy(block) for _ in range(count)])
-
-
-class LayerNorm(nn.Module):
-    """Normalises the last axis: gain * (x - mean) / (std + eps) + shift, std being torch's unbiased estimate."""
+class FeatureNorm(nn.Module):
+    """Normalises the last axis: gain * (x - mean) / (std + eps) + shift, std being torch's unbiased one."""
 
     def __init__(self, features, eps=1e-6):
         super().__init__()
@@ -32,121 +24,59 @@ class LayerNorm(nn.Module):
         return self.gain * centred / (spread + self.eps) + self.shift
 
 
-class ResidualConnection(nn.Module):
-    """Wraps one sub-layer: normalise the input, apply the sub-layer, drop out, add the input back."""
+class PreNormResidual(nn.Module):
+    """x + Dropout(f(Norm(x))) for whatever sub-layer f is handed to forward."""
 
-    def __init__(self, size, dropout):
+    def __init__(self, features, dropout):
         super().__init__()
-        self.norm = LayerNorm(size)
+        self.norm = FeatureNorm(features)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, sublayer):
-        return x + self.drop(sublayer(self.norm(x)))
+    def forward(self, x, step):
+        return x + self.drop(step(self.norm(x)))
 
 
-class EncoderLayer(nn.Module):
-    """Self-attention, then the position-wise network, each inside a residual connection."""
-
-    def __init__(self, size, self_attn, feed_forward, dropout):
-        super().__init__()
-        self.size = size
-        self.self_attn = self_attn
-        self.feed_forward = feed_forward
-        self.residuals = replicate(ResidualConnection(size, dropout), 2)
-
-    def forward(self, x, mask):
-        x = self.residuals[0](x, lambda y: self.self_attn(y, y, y, mask))
-        return self.residuals[1](x, self.feed_forward)
-
-
-class Encoder(nn.Module):
-    """``n`` copies of one encoder layer, then a closing norm."""
-
-    def __init__(self, layer, n):
-        super().__init__()
-        self.layers = replicate(layer, n)
-        self.norm = LayerNorm(layer.size)
-
-    def forward(self, x, mask):
-        for layer in self.layers:
-            x = layer(x, mask)
-        return self.norm(x)
-
-
-class DecoderLayer(nn.Module):
-    """Masked self-attention, attention over the encoder's output, then the position-wise network."""
-
-    def __init__(self, size, self_attn, src_attn, feed_forward, dropout):
-        super().__init__()
-        self.size = size
-        self.self_attn = self_attn
-        self.src_attn = src_attn
-        self.feed_forward = feed_forward
-        self.residuals = replicate(ResidualConnection(size, dropout), 3)
-
-    def forward(self, x, memory, src_mask, tgt_mask):
-        x = self.residuals[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
-        x = self.residuals[1](x, lambda y: self.src_attn(y, memory, memory, src_mask))
-        return self.residuals[2](x, self.feed_forward)
-
-
-class Decoder(nn.Module):
-    """``n`` copies of one decoder layer, then a closing norm."""
-
-    def __init__(self, layer, n):
-        super().__init__()
-        self.layers = replicate(layer, n)
-        self.norm = LayerNorm(layer.size)
-
-    def forward(self, x, memory, src_mask, tgt_mask):
-        for layer in self.layers:
-            x = layer(x, memory, src_mask, tgt_mask)
-        return self.norm(x)
-
-
-def subsequent_mask(size):
-    """(1, size, size) booleans, True where a position may look: itself and the positions before it."""
-    return torch.tril(torch.ones(1, size, size, dtype=torch.bool))
-
-
-def scaled_attention(query, key, value, mask=None, dropout=None):
-    """softmax(Q K^T / sqrt(d_k)) V; ``mask`` holds 0 where a key must not be seen."""
-    d_k = query.size(-1)
-    scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(d_k)
+def attend(query, key, value, mask=None, dropout=None):
+    """softmax(Q K^T / sqrt(d_k)) V; a mask holds 1 where a key may be seen."""
+    width = query.shape[-1]
+    scores = torch.einsum("...qd,...kd->...qk", query, key) * (1.0 / math.sqrt(width))
     if mask is not None:
         scores = scores.masked_fill(mask == 0, -1e9)
-    weights = F.softmax(scores, dim=-1)
+    weights = scores.softmax(dim=-1)
     if dropout is not None:
         weights = dropout(weights)
-    return torch.matmul(weights, value), weights
+    return torch.einsum("...qk,...kd->...qd", weights, value), weights
 
 
-class MultiHeadedAttention(nn.Module):
-    """``h`` heads of width d_model / h, projected in and out by four d_model x d_model linear maps."""
-
-    def __init__(self, h, d_model, dropout=0.1):
+class HeadedAttention(nn.Module):
+    def __init__(self, heads, d_model, dropout=0.1):
         super().__init__()
-        assert d_model % h == 0
-        self.h = h
-        self.d_k = d_model // h
-        self.projections = replicate(nn.Linear(d_model, d_model), 4)
-        self.dropout = nn.Dropout(p=dropout)
+        assert d_model % heads == 0
+        self.heads, self.d_head = heads, d_model // heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.o_proj = nn.Linear(d_model, d_model)
+        self.weight_drop = nn.Dropout(dropout)
         self.last_weights = None
+
+    def _split(self, x):
+        n, t, _ = x.shape
+        return x.view(n, t, self.heads, self.d_head).transpose(1, 2)
 
     def forward(self, query, key, value, mask=None):
         if mask is not None:
-            mask = mask.unsqueeze(1)  # the same mask for every head
-        batch = query.size(0)
-        q, k, v = [proj(t).view(batch, -1, self.h, self.d_k).transpose(1, 2)
-                   for proj, t in zip(self.projections, (query, key, value))]
-        out, self.last_weights = scaled_attention(q, k, v, mask=mask, dropout=self.dropout)
-        out = out.transpose(1, 2).contiguous().view(batch, -1, self.h * self.d_k)
-        return self.projections[3](out)
+            mask = mask.unsqueeze(1)
+        q = self._split(self.q_proj(query))
+        k = self._split(self.k_proj(key))
+        v = self._split(self.v_proj(value))
+        mixed, self.last_weights = attend(q, k, v, mask=mask, dropout=self.weight_drop)
+        n, _, t, _ = mixed.shape
+        merged = mixed.transpose(1, 2).contiguous().view(n, t, self.heads * self.d_head)
+        return self.o_proj(merged)
 
 
-class PositionwiseFFN(nn.Module):
-    """max(0, x W1 + b1) W2 + b2 at every position."""
-
+class TwoLayerFFN(nn.Module):
     def __init__(self, d_model, d_ff):
         super().__init__()
         self.inner = nn.Linear(d_model, d_ff)
@@ -156,38 +86,86 @@ class PositionwiseFFN(nn.Module):
         return self.outer(F.relu(self.inner(x)))
 
 
-class Embeddings(nn.Module):
-    """Token lookup scaled by sqrt(d_model)."""
-
+class TokenEmbedding(nn.Module):
     def __init__(self, d_model, vocab):
         super().__init__()
         self.table = nn.Embedding(vocab, d_model)
-        self.d_model = d_model
+        self.scale = math.sqrt(d_model)
 
-    def forward(self, x):
-        return self.table(x) * math.sqrt(self.d_model)
+    def forward(self, tokens):
+        return self.table(tokens) * self.scale
 
 
-class PositionalEncoding(nn.Module):
-    """Adds the fixed sine/cosine table to the embeddings, then drops out the sum."""
-
+class SinusoidalPositions(nn.Module):
     def __init__(self, d_model, dropout, max_len=5000):
         super().__init__()
-        self.dropout = nn.Dropout(p=dropout)
-        position = torch.arange(max_len, dtype=torch.float).unsqueeze(1)
-        inverse_wavelength = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float) / d_model)
+        self.drop = nn.Dropout(dropout)
+        position = torch.arange(max_len, dtype=torch.float32)[:, None]
+        inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
         table = torch.zeros(max_len, d_model)
-        table[:, 0::2] = torch.sin(position * inverse_wavelength)
-        table[:, 1::2] = torch.cos(position * inverse_wavelength)
-        self.register_buffer("table", table.unsqueeze(0))
+        table[:, 0::2] = torch.sin(position * inv_freq)
+        table[:, 1::2] = torch.cos(position * inv_freq)
+        self.register_buffer("table", table[None])
 
     def forward(self, x):
-        return self.dropout(x + self.table[:, :x.size(1)])
+        return self.drop(x + self.table[:, :x.shape[1]])
 
 
-class Generator(nn.Module):
-    """Linear map to the vocabulary followed by a log-softmax."""
+class EncoderBlock(nn.Module):
+    def __init__(self, size, self_attn, feed_forward, dropout):
+        super().__init__()
+        self.size = size
+        self.self_attn, self.feed_forward = self_attn, feed_forward
+        self.attn_step = PreNormResidual(size, dropout)
+        self.ffn_step = PreNormResidual(size, dropout)
 
+    def forward(self, x, mask):
+        x = self.attn_step(x, lambda h: self.self_attn(h, h, h, mask))
+        return self.ffn_step(x, self.feed_forward)
+
+
+class DecoderBlock(nn.Module):
+    def __init__(self, size, self_attn, cross_attn, feed_forward, dropout):
+        super().__init__()
+        self.size = size
+        self.self_attn, self.cross_attn, self.feed_forward = self_attn, cross_attn, feed_forward
+        self.self_step = PreNormResidual(size, dropout)
+        self.cross_step = PreNormResidual(size, dropout)
+        self.ffn_step = PreNormResidual(size, dropout)
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        x = self.self_step(x, lambda h: self.self_attn(h, h, h, tgt_mask))
+        x = self.cross_step(x, lambda h: self.cross_attn(h, memory, memory, src_mask))
+        return self.ffn_step(x, self.feed_forward)
+
+
+class EncoderStack(nn.Module):
+    """n deep copies of one block, then the closing norm a pre-norm stack needs."""
+
+    def __init__(self, block, n):
+        super().__init__()
+        self.blocks = nn.ModuleList(deepcopy(block) for _ in range(n))
+        self.final_norm = FeatureNorm(block.size)
+
+    def forward(self, x, mask):
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.final_norm(x)
+
+
+class DecoderStack(nn.Module):
+    def __init__(self, block, n):
+        super().__init__()
+        self.blocks = nn.ModuleList(deepcopy(block) for _ in range(n))
+        self.final_norm = FeatureNorm(block.size)
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        for block in self.blocks:
+            x = block(x, memory, src_mask, tgt_mask)
+        return self.final_norm(x)
+
+
+class VocabProjection(nn.Module):
     def __init__(self, d_model, vocab):
         super().__init__()
         self.proj = nn.Linear(d_model, vocab)
@@ -196,40 +174,45 @@ class Generator(nn.Module):
         return F.log_softmax(self.proj(x), dim=-1)
 
 
-class EncoderDecoder(nn.Module):
-    """Encoder, decoder, the embedding pipelines of both sides and the generator (applied by the caller)."""
+def causal_mask(size):
+    """(1, size, size), True where query i may look at key j, i.e. j <= i."""
+    return torch.tril(torch.ones(1, size, size, dtype=torch.bool))
 
-    def __init__(self, encoder, decoder, src_embed, tgt_embed, generator):
+
+class TranslationModel(nn.Module):
+    """Encodes the source, decodes the target against it; the caller applies `project` to get log-probabilities."""
+
+    def __init__(self, encoder, decoder, src_input, tgt_input, project):
         super().__init__()
-        self.encoder = encoder
-        self.decoder = decoder
-        self.src_embed = src_embed
-        self.tgt_embed = tgt_embed
-        self.generator = generator
+        self.encoder, self.decoder = encoder, decoder
+        self.src_input, self.tgt_input = src_input, tgt_input
+        self.project = project
 
     def encode(self, src, src_mask):
-        return self.encoder(self.src_embed(src), src_mask)
+        return self.encoder(self.src_input(src), src_mask)
 
     def decode(self, memory, src_mask, tgt, tgt_mask):
-        return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)
+        return self.decoder(self.tgt_input(tgt), memory, src_mask, tgt_mask)
 
     def forward(self, src, tgt, src_mask, tgt_mask):
-        return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
+        memory = self.encode(src, src_mask)
+        return self.decode(memory, src_mask, tgt, tgt_mask)
 
 
-def make_model(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1):
-    """Build the model from one prototype of each block; the layers deep-copy them."""
-    attn = MultiHeadedAttention(h, d_model, dropout)
-    ffn = PositionwiseFFN(d_model, d_ff)
-    position = PositionalEncoding(d_model, dropout)
-    model = EncoderDecoder(
-        Encoder(EncoderLayer(d_model, copy.deepcopy(attn), copy.deepcopy(ffn), dropout), N),
-        Decoder(DecoderLayer(d_model, copy.deepcopy(attn), copy.deepcopy(attn), copy.deepcopy(ffn), dropout), N),
-        nn.Sequential(Embeddings(d_model, src_vocab), copy.deepcopy(position)),
-        nn.Sequential(Embeddings(d_model, tgt_vocab), copy.deepcopy(position)),
-        Generator(d_model, tgt_vocab),
+def build_transformer(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1):
+    """Builds one attention and one feed-forward prototype; every block gets deep copies of them."""
+    attn_proto = HeadedAttention(h, d_model, dropout)
+    ffn_proto = TwoLayerFFN(d_model, d_ff)
+    enc_block = EncoderBlock(d_model, deepcopy(attn_proto), deepcopy(ffn_proto), dropout)
+    dec_block = DecoderBlock(d_model, deepcopy(attn_proto), deepcopy(attn_proto), deepcopy(ffn_proto), dropout)
+    model = TranslationModel(
+        encoder=EncoderStack(enc_block, N),
+        decoder=DecoderStack(dec_block, N),
+        src_input=nn.Sequential(TokenEmbedding(d_model, src_vocab), SinusoidalPositions(d_model, dropout)),
+        tgt_input=nn.Sequential(TokenEmbedding(d_model, tgt_vocab), SinusoidalPositions(d_model, dropout)),
+        project=VocabProjection(d_model, tgt_vocab),
     )
-    for p in model.parameters():
-        if p.dim() > 1:
-            nn.init.xavier_uniform_(p)
+    for weight in model.parameters():
+        if weight.dim() > 1:
+            nn.init.xavier_uniform_(weight)
     return model

@@ -1,3 +1,3 @@
-"""seqformer: an encoder-decoder Transformer split over a few modules."""
-import seqformer.constants
-from seqformer.models import Transformer
+"""seqformer: an encoder-decoder Transformer split over a few modules that import one another by absolute name."""
+import seqformer.masking
+import seqformer.model
