@@ -1,0 +1,1 @@
+"""Encoder and decoder blocks."""

@@ -1,0 +1,1 @@
+"""Token and position embeddings."""

@@ -1,0 +1,1 @@
+"""Building layers: normalisation, attention, feed-forward."""

@@ -1,0 +1,1 @@
+"""The stacks and the whole model."""
