@@ -1,1 +1,0 @@
-"""Encoder and decoder blocks."""

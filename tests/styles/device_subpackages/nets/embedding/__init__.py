@@ -1,1 +1,0 @@
-"""Token and position embeddings."""

@@ -1,1 +1,0 @@
-"""Building layers: normalisation, attention, feed-forward."""

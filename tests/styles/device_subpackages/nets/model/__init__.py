@@ -1,1 +1,0 @@
-"""The stacks and the whole model."""
