@@ -1,1 +1,1 @@
-"""nets: a Transformer split into sub-packages."""
+"""nets: an encoder-decoder Transformer split into small sub-packages."""
