@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
+import importlib.machinery
 import importlib.util
 import io
 import itertools
@@ -699,6 +700,7 @@ def _placeholder(qualname: str, package: str) -> type:
 def _placeholder_module(name: str) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__path__ = []  # a package: its submodules are placeholders too
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)  # (importlib.util.find_spec asks)
 
     def attribute(attr):
         if attr.startswith("__"):
