@@ -19,7 +19,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
 
-from adapters.discovery import TAKES_TOKEN_IDS
+from adapters.discovery import TAKES_TOKEN_IDS, is_graft
 from adapters.lint import self_attributes
 from adapters.loading import MissingPackage
 from adapters.submission import ImplementationNotFound, load_implementation
@@ -301,7 +301,8 @@ def checker_fault(impl, component, crash, exc, tb):
                                                 f"configuration did not meet ({precondition})")
     grafts = getattr(impl, "grafts", {}).get(component)
     if grafts and (crash.cause == "error.call_signature_mismatch"
-                   or any(f.f_code.co_filename == REFERENCE_FILE for f in frames)):
+                   or any(f.f_code.co_filename == REFERENCE_FILE for f in frames)
+                   or (isinstance(exc, AttributeError) and is_graft(getattr(exc, "obj", None)))):
         return "adapter.graft_does_not_fit", (f"{component} was built with {'; '.join(grafts)} (which does not work), "
                                               "and the code calls that block otherwise")
     return None

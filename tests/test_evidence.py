@@ -109,3 +109,63 @@ def test_the_same_crash_with_no_caller_of_the_authors_stays_an_error(tmp_path):
     code, output, report, records = run_on_source(tmp_path, "attention.py", ATTENTION, *SELECTION)
     record = records[("multi_head_attention", "future_positions_do_not_change_earlier_outputs")]
     assert (record["verdict"], record["cause"]) == ("error", "error.shape_mismatch"), output
+
+
+STACKS_PASSED_IN_BUILT = '''
+import math
+
+import torch
+import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    def __init__(self, vocab_size, model_dim, heads, ffn_dim, layers, dropout):
+        super().__init__()
+        self.model_dim = model_dim
+        self.embed = nn.Embedding(vocab_size, model_dim)
+        self.blocks = nn.ModuleList(nn.TransformerEncoderLayer(model_dim, heads, ffn_dim, dropout, batch_first=True)
+                                    for _ in range(layers))
+
+    def forward(self, src, src_mask):
+        x = self.embed(src) * math.sqrt(self.model_dim)
+        for block in self.blocks:
+            x = block(x, src_key_padding_mask=src_mask.squeeze(1).logical_not())
+        return x.undefined_method()
+
+
+class Decoder(nn.Module):
+    def __init__(self, vocab_size, model_dim, heads, ffn_dim, layers, dropout):
+        super().__init__()
+        self.model_dim = model_dim
+        self.embed = nn.Embedding(vocab_size, model_dim)
+        self.blocks = nn.ModuleList(nn.TransformerDecoderLayer(model_dim, heads, ffn_dim, dropout, batch_first=True)
+                                    for _ in range(layers))
+
+    def forward(self, tgt, memory, src_mask, tgt_mask):
+        y = self.embed(tgt) * math.sqrt(self.model_dim)
+        for block in self.blocks:
+            y = block(y, memory, tgt_mask=tgt_mask[0].logical_not(),
+                      memory_key_padding_mask=src_mask.squeeze(1).logical_not())
+        return y
+
+
+class Transformer(nn.Module):
+    def __init__(self, encoder, decoder):
+        super().__init__()
+        self.encoder, self.decoder = encoder, decoder
+        self.out = nn.Linear(encoder.model_dim, decoder.embed.num_embeddings)
+
+    def forward(self, src, tgt, src_mask, tgt_mask):
+        return self.out(self.decoder(tgt, self.encoder(src, src_mask), src_mask, tgt_mask))
+'''
+
+
+def test_the_authors_model_reading_an_attribute_the_reference_block_lacks_is_no_error(tmp_path):
+    """Its stacks do not work under the canonical call, so the model is built with the reference's stacks in their
+    place; the model's own code reads ``encoder.model_dim``, which only the author's stack has: the checker's graft
+    does not fit, which says nothing of the author's model (``adapter.graft_does_not_fit``, missing)."""
+    code, output, report, records = run_on_source(tmp_path, "model.py", STACKS_PASSED_IN_BUILT, "-k",
+                                                  "model and output_shape")
+    record = records[("model", "output_shape")]
+    assert (record["verdict"], record["cause"]) == ("missing", "adapter.graft_does_not_fit"), output
+    assert "'model_dim'" in record["message"], output
