@@ -15,7 +15,7 @@ from conformance.harness import MODULE_ROLES, Case, assert_close, canonical_inpu
 from conformance.probes import dropout_control, set_identity_projections, split_heads
 from conformance.verdicts import Deviation, Failure, Missing
 from conformance.weights import (adopt_eps, layer_lists, map_reference_weights, parameter_shapes, pinned_by_shapes,
-                                 stated_eps, sub_layer_modules, zero_non_norm_parameters)
+                                 sub_layer_modules, zero_non_norm_parameters)
 
 DROPOUT_ROLES = ("positional_encoding", "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder",
                  "model")
@@ -102,8 +102,9 @@ def closest_variants(case, component, actual, inputs, start, good_enough, steps=
     """The reference variants (at most one per slot, starting from ``start``) whose output comes closest to
     ``actual``: a steepest descent over the slots of :mod:`conformance.variants` (each step makes the one change of
     one slot that brings the outputs closest), stopping once the difference is ``good_enough``.
-    Returns ``(variants, largest difference)``; ``eps``: the candidate's own (:func:`weights.stated_eps`)."""
-    ref = adopt_eps(case.replace(impl=reference()).build(component), eps)
+    Returns ``(variants, largest difference)``; ``eps``: the LayerNorms' eps when not the reference's
+    (:func:`open_eps`)."""
+    ref = reference_block(case, component, eps=eps)
 
     def distance(chosen):
         variants.reset(ref)
@@ -128,13 +129,37 @@ def closest_variants(case, component, actual, inputs, start, good_enough, steps=
     return [v for v in chosen.values() if v is not None], best
 
 
+OPEN_EPS = (1e-6, 1e-12, 1e-8)
+"""LayerNorm eps values in common use besides the reference's 1e-5: §3.1 leaves eps open, so a candidate computing
+the reference's outputs with one of them agrees with it."""
+
+
+def open_eps(case, component, actual, inputs, found, close, start=None):
+    """``(eps, difference)``: the LayerNorm eps, ``start`` (None: the reference's own) unless one of
+    :data:`OPEN_EPS` brings the reference with the ``found`` variants within ``close`` of ``actual`` where ``start``
+    does not. Read from the outputs alone, so the judge apart, which never sees the candidate's attributes, finds
+    the same."""
+    def difference_with(eps):
+        return gap(actual, run(case, component, module=reference_block(case, component, found, eps),
+                               inputs=inputs)[0])
+
+    own = difference_with(start)
+    if own <= close:
+        return start, own
+    for eps in (e for e in OPEN_EPS if e != start):
+        other = difference_with(eps)
+        if other <= close:
+            return eps, other
+    return start, own
+
+
 SUB_BLOCKS = tuple(role for role in MODULE_ROLES if role != "model")
 """The roles a block may hold, smallest first: none holds a role listed after it."""
 
 
 def reference_block(case, component, accepted=(), eps=None):
     """The reference's ``component`` for the case (the weights the candidate was given), with ``accepted`` variants
-    (and the candidate's own small LayerNorm ``eps``, a value §3.1 leaves open)."""
+    (and a LayerNorm ``eps`` other than its own, a value §3.1 leaves open)."""
     block = adopt_eps(case.replace(impl=reference()).build(component), eps)
     for v in accepted:
         v.apply(block)
@@ -226,8 +251,7 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
     that makes the difference is named."""
     case = Case(impl, device=device, **drawn).with_lengths_at_least(2)
     m = case.build(component)
-    eps = stated_eps(m)  # (the LayerNorms' eps, which §3.1 leaves open, as the candidate has it)
-    ref = adopt_eps(case.replace(impl=reference()).build(component), eps)
+    ref = case.replace(impl=reference()).build(component)
     mapping = map_reference_weights(m, ref)
     repro = case.reproduction(component, "# then copy the reference's weights: conformance.weights.map_reference_weights")
     if getattr(m, "reads_a_start_token", False):
@@ -247,7 +271,10 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
     # agreement is about what is computed, not precision: a table computed in float32 agrees in float64 (1e-6),
     # while a final LayerNorm after a post-norm stack (an identity but for eps, ~1e-5) still shows
     close = 1e-6 if case.dtype == torch.float64 else tolerance(torch.float32)[0] * 10
+    eps, _ = open_eps(case, component, actual, inputs, accepted, close)  # (a value §3.1 leaves open, read first)
     found, largest = closest_variants(case, component, actual, inputs, accepted, good_enough=close, eps=eps)
+    if largest > close:  # the variants found, with another eps?
+        eps, largest = open_eps(case, component, actual, inputs, found, close, start=eps)
     if largest <= close:
         named = [v for v in found if v not in accepted]
         observed = "the outputs of the reference with " + "; ".join(v.description for v in named) if named else ""

@@ -247,15 +247,8 @@ def module_eps(module):
     return None
 
 
-def stated_eps(module):
-    """The one small eps (at most :data:`EPS_LIMIT`) that every norm-like module of ``module`` whose eps can be read
-    states, else None (none read, several, or a large one: a mistake its own checks name)."""
-    values = {eps for _, eps in norm_eps(module)}
-    return values.pop() if len(values) == 1 and 0 <= min(values) <= EPS_LIMIT else None
-
-
 def adopt_eps(reference, eps):
-    """Give the norms of ``reference`` (a reference block) the candidate's own small ``eps`` (:func:`stated_eps`), so
+    """Give the norms of ``reference`` (a reference block) an ``eps`` the candidate computes with, so
     that a comparison of outputs is not a comparison of a value the paper leaves open; nothing for None."""
     if eps is not None:
         for _, m in norm_modules(reference):

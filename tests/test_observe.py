@@ -87,17 +87,17 @@ def test_sizes_are_not_fixed_where_the_classes_take_them(tmp_path):
 
 
 def test_a_projects_demo_script_is_run_as_main(tmp_path):
-    package = tmp_path / "proj" / "model"
+    package = tmp_path / "proj" / "observed_model"  # a name no other test imports (sys.modules is shared)
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "constants.py").write_text("D_MODEL = 6\nN_LAYERS = 2\n")
-    (package / "net.py").write_text("from model.constants import D_MODEL as d_model, N_LAYERS as n_layers\n"
+    (package / "net.py").write_text("from observed_model.constants import D_MODEL as d_model, N_LAYERS as n_layers\n"
                                     + BLOCKS)
-    (tmp_path / "proj" / "demo.py").write_text("import torch\nfrom model.net import Net\n"
+    (tmp_path / "proj" / "demo.py").write_text("import torch\nfrom observed_model.net import Net\n"
                                                "print(Net()(torch.zeros(1, 2, 6)).shape)\nraise SystemExit(3)\n")
     loaded = load_code(tmp_path / "proj")
     modules = loaded.project_modules()
-    net = sys.modules["model.net"]
+    net = sys.modules["observed_model.net"]
     seen = observe.observe(loaded, modules, [net.Block, net.Net], budget=10)
     assert seen.completed == "Net" and seen.ran == ["demo.py (stopped after the forward pass of Net)"]
     knobs = observe.size_knobs(loaded.namespace(modules), modules, [net.Block, net.Net])

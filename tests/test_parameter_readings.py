@@ -121,4 +121,4 @@ def test_a_projection_to_a_vocabulary_of_d_model_words_is_not_its_own_partner():
     cfg = Config(d_model=8, h=2, d_ff=16, N=1, src_vocab=11, tgt_vocab=8)
     m = ref.Transformer(cfg.src_vocab, cfg.tgt_vocab, cfg.N, cfg.d_model, cfg.d_ff, cfg.h)
     found = output_projections(m, cfg.d_model, {cfg.tgt_vocab})
-    assert m.generator.proj in found
+    assert m.output_layer.linear in found

@@ -139,10 +139,10 @@ class SelfAttentionCalledAlone(ref.EncoderLayer):
     """Calls its attention with the input alone: a call the reference's attention does not take."""
 
     def forward(self, x, src_mask):
-        return self.sublayer[1](self.self_attn(x), self.feed_forward)
+        return self.after_feed_forward(self.self_attention(x), self.feed_forward)
 
 
-class OffDevice(ref.PositionwiseFeedForward):
+class OffDevice(ref.FeedForwardNetwork):
     """Masks its input with a tensor kept on another device (the meta device), not moved with the module."""
 
     def __init__(self, d_model, d_ff):
@@ -167,7 +167,7 @@ def test_a_crash_of_the_checkers_own_doing(cause, check, component, roles, graft
     assert cause_of(check, component, roles, grafts=grafts) == cause
 
 
-class NeedsSetup(ref.PositionwiseFeedForward):
+class NeedsSetup(ref.FeedForwardNetwork):
     """Sets the scale of its output in a method of its own that nothing calls before ``forward``."""
 
     def init_scale(self):
@@ -177,7 +177,7 @@ class NeedsSetup(ref.PositionwiseFeedForward):
         return super().forward(x) * self.scale
 
 
-class StatesItsInputRank(ref.PositionwiseFeedForward):
+class StatesItsInputRank(ref.FeedForwardNetwork):
     """Asserts an input of two dimensions: a precondition the canonical (batch, length, d_model) call breaks."""
 
     def forward(self, x):

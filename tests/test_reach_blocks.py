@@ -14,32 +14,32 @@ from tests.reaching import CFG, cause_of
 
 
 # -- what a role builds and returns ------------------------------------------------------------------------------
-class HalfFeedForward(ref.PositionwiseFeedForward):
+class HalfFeedForward(ref.FeedForwardNetwork):
     """Keeps half of its features."""
 
     def forward(self, x):
         return super().forward(x)[..., : x.size(-1) // 2]
 
 
-class Float32FeedForward(ref.PositionwiseFeedForward):
+class Float32FeedForward(ref.FeedForwardNetwork):
     """Computes in float32 whatever the input."""
 
     def forward(self, x):
         return super().forward(x).float()
 
 
-class MeanOverBatch(ref.PositionwiseFeedForward):
+class MeanOverBatch(ref.FeedForwardNetwork):
     """Adds the batch's mean: a sample's output depends on the others."""
 
     def forward(self, x):
         return super().forward(x) + x.mean(0, keepdim=True)
 
 
-class NoDropout(ref.PositionalEncoding):
+class NoDropout(ref.SinusoidalPositionalEncoding):
     """The encoding without its dropout."""
 
     def forward(self, x):
-        return x + self.pe[:, : x.size(1)]
+        return x + self.encodings[:, : x.size(1)]
 
 
 class Shared(nn.Module):
@@ -77,23 +77,24 @@ class Model(ref.Transformer):
         return self.decoding(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
 
     def decoding(self, memory, src_mask, tgt, tgt_mask):
-        return self.decode(memory, src_mask, tgt, tgt_mask)
+        return self.decode(tgt, memory, src_mask, tgt_mask)
 
 
 class TargetZeroed(Model):
     def decoding(self, memory, src_mask, tgt, tgt_mask):
-        return self.decode(memory, src_mask, torch.zeros_like(tgt), tgt_mask)
+        return self.decode(torch.zeros_like(tgt), memory, src_mask, tgt_mask)
 
 
 class TargetLookupDiscarded(Model):
     def decoding(self, memory, src_mask, tgt, tgt_mask):
-        self.tgt_embed(tgt)
-        return self.decoder(self.tgt_embed(torch.zeros_like(tgt)), memory, src_mask, tgt_mask)
+        self.positional_encoding(self.tgt_embedding(tgt))
+        return self.decoder(self.positional_encoding(self.tgt_embedding(torch.zeros_like(tgt))), memory, src_mask,
+                            tgt_mask)
 
 
 class FutureVisible(Model):
     def decoding(self, memory, src_mask, tgt, tgt_mask):
-        return self.decode(memory, src_mask, tgt, torch.ones_like(tgt_mask))
+        return self.decode(tgt, memory, src_mask, torch.ones_like(tgt_mask))
 
 
 class WithEmbeddingScale(ref.Transformer):
@@ -103,8 +104,8 @@ class WithEmbeddingScale(ref.Transformer):
 
     def __init__(self, src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000):
         super().__init__(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, max_len)
-        for embed in (self.src_embed[0], self.tgt_embed[0]):
-            embed.d_model = self.d(d_model)
+        for embed in (self.src_embedding, self.tgt_embedding):
+            embed.scale = math.sqrt(self.d(d_model))
 
 
 class Unscaled(WithEmbeddingScale):
@@ -129,15 +130,14 @@ class FunctionalLookup(nn.Module):
 class LookupNotAModule(ref.Transformer):
     def __init__(self, src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000):
         super().__init__(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, max_len)
-        self.src_embed[0], self.tgt_embed[0] = FunctionalLookup(src_vocab, d_model), FunctionalLookup(tgt_vocab,
-                                                                                                      d_model)
+        self.src_embedding, self.tgt_embedding = FunctionalLookup(src_vocab, d_model), FunctionalLookup(tgt_vocab,
+                                                                                                        d_model)
 
 
 class PositionsNotDropped(ref.Transformer):
     def __init__(self, src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000):
         super().__init__(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, max_len)
-        self.src_embed[1], self.tgt_embed[1] = NoDropout(d_model, dropout, max_len), NoDropout(d_model, dropout,
-                                                                                               max_len)
+        self.positional_encoding = NoDropout(d_model, dropout, max_len)
 
 
 class MemoryZeroed(ref.DecoderLayer):
@@ -177,8 +177,7 @@ class Layer(nn.Module):
 
     def __init__(self, d_model, h, d_ff, dropout):
         super().__init__()
-        self.self_attn, self.feed_forward = ref.MultiHeadAttention(h, d_model), ref.PositionwiseFeedForward(d_model,
-                                                                                                          d_ff)
+        self.self_attn, self.feed_forward = ref.MultiHeadAttention(h, d_model), ref.FeedForwardNetwork(d_model, d_ff)
         self.norms = nn.ModuleList([ref.LayerNorm(d_model) for _ in range(2)])
 
     def forward(self, x, src_mask):
@@ -213,8 +212,7 @@ class NoNorm(nn.Module):
 
     def __init__(self, d_model, h, d_ff, dropout):
         super().__init__()
-        self.self_attn, self.feed_forward = ref.MultiHeadAttention(h, d_model), ref.PositionwiseFeedForward(d_model,
-                                                                                                          d_ff)
+        self.self_attn, self.feed_forward = ref.MultiHeadAttention(h, d_model), ref.FeedForwardNetwork(d_model, d_ff)
 
     def forward(self, x, src_mask):
         x = x + self.self_attn(x, x, x, src_mask)
@@ -320,14 +318,14 @@ def test_a_stack_without_a_list_of_its_layers():
     assert cause_of(test_norm_order.test_stack_final_norm, "encoder", {}, cfg=three) == "pass"
 
 
-class DeadSecondMap(ref.PositionwiseFeedForward):
+class DeadSecondMap(ref.FeedForwardNetwork):
     """Multiplies its output by 0: the second map's weight gets an all-zero gradient."""
 
     def forward(self, x):
         return x + 0 * super().forward(x)
 
 
-class NonFiniteGradient(ref.PositionwiseFeedForward):
+class NonFiniteGradient(ref.FeedForwardNetwork):
     """Its output goes through a square root of 0, whose gradient is infinite."""
 
     def forward(self, x):
@@ -344,9 +342,9 @@ def test_gradients_that_reach_no_parameter(cause, roles):
 
 
 # -- the rest of the model -------------------------------------------------------------------------------------
-class SublayerWithoutDropout(ref.SublayerConnection):
+class SublayerWithoutDropout(ref.AddAndNorm):
     def forward(self, x, sublayer):
-        return self.norm(x + sublayer(x))
+        return self.layer_norm(x + sublayer(x))
 
 
 class GeneratorApart(ref.Transformer):
@@ -354,7 +352,7 @@ class GeneratorApart(ref.Transformer):
 
     def __init__(self, src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000):
         super().__init__(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, max_len)
-        del self.generator
+        del self.output_layer
 
 
 def test_a_sub_layer_connection_without_dropout():
@@ -374,7 +372,7 @@ class ScaledAtTheOutput(Unscaled):
 
     def forward(self, src, tgt, src_mask, tgt_mask):
         out = super().forward(src, tgt, src_mask, tgt_mask)
-        self.raw_output = self.generator.proj(out) / math.sqrt(out.size(-1))
+        self.raw_output = self.output_layer.linear(out) / math.sqrt(out.size(-1))
         return out
 
 

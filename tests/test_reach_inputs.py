@@ -282,13 +282,13 @@ def test_a_leak_in_either_order_of_the_masks_is_not_told_apart():
 
 
 # -- embeddings and the generator ------------------------------------------------------------------------------
-class ScaledEmbeddings(ref.Embeddings):
+class ScaledEmbeddings(ref.TokenEmbedding):
     """Rows times ``factor(d_model)``."""
 
     factor = staticmethod(math.sqrt)
 
     def forward(self, tokens):
-        return self.lut(tokens) * self.factor(self.d_model)
+        return self.lookup(tokens) * self.factor(self.lookup.embedding_dim)
 
 
 class TimesDModel(ScaledEmbeddings):
@@ -299,14 +299,14 @@ class TimesThree(ScaledEmbeddings):
     factor = staticmethod(lambda d: 3.0)
 
 
-class Squared(ref.Embeddings):
+class Squared(ref.TokenEmbedding):
     """Rows squared: no constant multiple of them."""
 
     def forward(self, tokens):
-        return self.lut(tokens) ** 2
+        return self.lookup(tokens) ** 2
 
 
-class TwoTables(ref.Embeddings):
+class TwoTables(ref.TokenEmbedding):
     """Two tables of (vocab, d_model) added: which one is the embedding cannot be told."""
 
     def __init__(self, vocab_size, d_model):
@@ -314,10 +314,10 @@ class TwoTables(ref.Embeddings):
         self.other = nn.Embedding(vocab_size, d_model)
 
     def forward(self, tokens):
-        return (self.lut(tokens) + self.other(tokens)) * math.sqrt(self.d_model)
+        return (self.lookup(tokens) + self.other(tokens)) * self.scale
 
 
-class HalfLogProbabilities(ref.Generator):
+class HalfLogProbabilities(ref.OutputLayer):
     """Log-probabilities halved: exp of them sums to neither 1 nor a softmax."""
 
     def forward(self, x):

@@ -1,7 +1,7 @@
 """Conventions of public code that discovery reads from the code itself: projections kept in the layer around an
 attention block without weights (adapters/projections.py), d_ff given as a multiple of d_model
 (adapters/multipliers.py), a model whose forward shifts the target (adapters/alignment.py), and a LayerNorm eps
-other than the reference's (conformance.weights.stated_eps)."""
+other than the reference's (conformance.weights.adopt_eps, conformance.test_behaviour.open_eps)."""
 import dataclasses
 import math
 import textwrap
@@ -14,7 +14,7 @@ import torch.nn as nn
 from adapters import alignment, multipliers, projections
 from adapters.discovery import PROBE, constructor_plan, discover
 from adapters.loading import load_code
-from conformance.weights import adopt_eps, stated_eps
+from conformance.weights import adopt_eps
 from reference.transformer import LayerNorm as ReferenceLayerNorm
 from tests.suite import run_suite
 
@@ -130,10 +130,7 @@ def test_a_model_that_prepends_its_own_start_token_is_not_compared_with_the_refe
                                                                         "adapter.model_prepends_start_token")}, output
 
 
-def test_the_reference_takes_the_candidates_own_small_eps():
-    block = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4, eps=1e-6))
-    assert stated_eps(block) == 1e-6
-    reference = adopt_eps(nn.Sequential(ReferenceLayerNorm(4)), stated_eps(block))
+def test_the_reference_takes_an_eps_the_candidate_computes_with():
+    reference = adopt_eps(nn.Sequential(ReferenceLayerNorm(4)), 1e-6)
     assert reference[0].eps == 1e-6
-    assert stated_eps(nn.LayerNorm(4, eps=12.0)) is None  # a large eps is a mistake its own checks name
-    assert stated_eps(nn.Sequential(nn.LayerNorm(4, eps=1e-6), nn.LayerNorm(4, eps=1e-5))) is None
+    assert adopt_eps(nn.Sequential(ReferenceLayerNorm(4)), None)[0].eps == ReferenceLayerNorm(4).eps
