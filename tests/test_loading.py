@@ -8,7 +8,6 @@ import signal
 import sys
 import threading
 import traceback
-from pathlib import Path
 
 import nbformat
 import pytest
