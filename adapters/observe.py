@@ -19,7 +19,7 @@ never run to its end.
 What the checker takes from it (:func:`size_knobs`): where the author's classes take no size at all and read
 them from globals (set by the main block it ran) or from a constants module (``D_MODEL = 512``, ``n_heads = 8``),
 those globals are the author's way of configuring a block, and the checker sets them to its own configuration
-before it builds one (:func:`set_sizes`), rather than build at one width and feed another.
+before it builds one (``conformance.interface.set_size_globals``), rather than build at one width and feed another.
 """
 from __future__ import annotations
 
@@ -285,7 +285,7 @@ def size_knobs(namespace, modules, module_classes):
     block when observed, and those of its other modules, a copy ``from constants import D_MODEL`` included) whose
     names are those of the canonical sizes (``D_MODEL``, ``n_heads``, ``N_LAYERS``, ``SRC_VOCAB_SIZE``, ``DROPOUT``
     ...); a width must be among them. Setting them before a block is built is how its author configures it: the
-    checker does the same (:func:`set_sizes`), instead of feeding a constructor that takes nothing."""
+    checker does the same (``conformance.interface.set_size_globals``), instead of feeding a constructor that takes nothing."""
     from adapters.discovery import argument_role  # (discovery imports this module)
     for cls in module_classes:
         try:
@@ -308,14 +308,6 @@ def size_knobs(namespace, modules, module_classes):
                     and type(value) is float and 0 <= value < 1 or canonical == "pad_idx" and type(value) is int:
                 knobs.append((values, name, canonical))
     return knobs if any(field == "d_model" for _, _, field in knobs) else []
-
-
-def set_sizes(knobs, cfg):
-    """Set the author's size globals ``knobs`` (:func:`size_knobs`) to the sizes of ``cfg`` (a ``Config``): a single
-    vocabulary to the source's."""
-    for values, name, canonical in knobs:
-        if canonical != "pad_idx":  # (a pad index is no field of the configuration: see with_pad_index)
-            values[name] = getattr(cfg, "src_vocab" if canonical == "vocab_size" else canonical)
 
 
 def with_pad_index(helper, knobs):

@@ -11,9 +11,9 @@ from adapters.discovery import (PROBE, candidates, discover, padding_by_lengths,
                                  roles_in_uncompiled_cells)
 from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
-from adapters.observe import describe_knobs, observe, set_sizes, size_knobs, with_pad_index
+from adapters.observe import describe_knobs, observe, size_knobs, with_pad_index
 from adapters.repairs import repaired_namespace
-from conformance.interface import Implementation
+from conformance.interface import Implementation, set_size_globals
 from conformance.verdicts import Unusable
 from reference import transformer
 
@@ -79,7 +79,7 @@ def load_from_path(path):
     knobs = size_knobs(namespace, modules, classes)
     if knobs:
         notes.append(describe_knobs(knobs))
-        set_sizes(knobs, PROBE)
+        set_size_globals(knobs, PROBE)
     found = discover(namespace, loaded.module.__name__, overrides, modules)
     for builder in found.roles.values() if knobs else ():  # the sizes reach the code through its globals
         if isinstance(getattr(builder, "hyperparameters", None), set):

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from conformance.interface import FUNCTION_ROLES, Config, Implementation, MissingRole
+from conformance.interface import FUNCTION_ROLES, Config, Implementation, MissingRole, set_size_globals
 from conformance.verdicts import Failure
 
 MODULE_ROLES = ("embedding", "positional_encoding", "multi_head_attention", "feed_forward", "layer_norm",
@@ -45,9 +45,7 @@ class Case:
         fed = self.impl.hyperparameters("model")
         if fed is not None and "src_vocab" in fed and "tgt_vocab" not in fed:  # one vocabulary for both sides
             self.cfg = dataclasses.replace(self.cfg, tgt_vocab=self.cfg.src_vocab)
-        for values, name, field in getattr(self.impl, "size_knobs", ()):  # code reading its sizes from globals
-            if hasattr(self.cfg, field):  # (its pad index is set by the padding-mask helper's call)
-                values[name] = getattr(self.cfg, "src_vocab" if field == "vocab_size" else field)
+        set_size_globals(getattr(self.impl, "size_knobs", ()), self.cfg)  # code reading its sizes from globals
         self.generator = torch.Generator().manual_seed(self.seed)
         LATEST_CASE = self
 

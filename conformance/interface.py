@@ -70,6 +70,16 @@ class Config:
         return self.d_model // self.h
 
 
+def set_size_globals(knobs, cfg):
+    """Set the globals through which code takes its sizes, ``knobs`` = [(module dict, global name, Config field)]
+    (``adapters.observe.size_knobs``), to the sizes of ``cfg``, as the author's own main block sets them before
+    building: a single vocabulary takes the source's. A pad index is no field of the configuration: the padding
+    helper's call sets it."""
+    for values, name, field in knobs:
+        if field != "pad_idx":
+            values[name] = getattr(cfg, "src_vocab" if field == "vocab_size" else field)
+
+
 def call_with_canonical_arguments(builder, cfg):
     """Call ``builder`` with the canonical hyperparameters its signature names (all of them for ``**kwargs``)."""
     values = dataclasses.asdict(cfg)
@@ -128,5 +138,7 @@ class Implementation:
         return getattr(self.roles.get(role), "hyperparameters", None)
 
     def build(self, role, cfg):
-        """Build the module playing ``role`` from canonical hyperparameters."""
+        """Build the module playing ``role`` from canonical hyperparameters (set first through the globals of code
+        that reads its sizes there, in whichever process builds it)."""
+        set_size_globals(self.size_knobs, cfg)
         return call_with_canonical_arguments(self.function(role), cfg)

@@ -38,11 +38,6 @@ def is_correct(name):
     return not [f for f in answer_keys.read_key(key_path(name)).findings if f.kind in answer_keys.FLAGGED]
 
 
-def grading_gap(name):
-    """Why grading cannot yet give correct study ``name`` its full marks (the key's ``grading_gap``), or ""."""
-    return HEADERS[name].get("grading_gap", "")
-
-
 def materialise(name, scratch):
     """Copy study ``name`` under ``scratch/name/`` (some studies write beside their files when run) and return the
     path ``--impl`` takes there."""

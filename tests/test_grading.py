@@ -278,7 +278,7 @@ def test_correct_code_in_every_style_grades_full_marks(tmp_path):
     folder = tmp_path / "class"
     for style in students.STYLES:
         students.write(None, folder, style)
-    correct = [name for name in studies.STUDIES if studies.is_correct(name) and not studies.grading_gap(name)]
+    correct = [name for name in studies.STUDIES if studies.is_correct(name)]
     assert correct, "no correct style study"
     scores = graded_scores(correct, folder, tmp_path)
     assert all(status == "graded" and score == 100 for status, score in scores.values()), scores
@@ -296,12 +296,3 @@ def graded_scores(names, folder, tmp_path):
             shutil.copy(impl, folder / f"{name}{impl.suffix}")
     results = grading.grade(folder, tmp_path / "out", jobs=2, progress=False)
     return {name: (r["status"], r["score"]) for name, r in results.items()}
-
-
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(reason=studies.grading_gap(name),
-                                                                           strict=True))
-                                  for name in studies.STUDIES if studies.grading_gap(name)])
-def test_correct_study_with_a_grading_gap_grades_full_marks(tmp_path, name):
-    """A known gap, held as a strict xfail: it starts failing the day grading gives the study its 100."""
-    scores = graded_scores([name], tmp_path / "class", tmp_path)
-    assert scores == {name: ("graded", 100.0)}, scores
