@@ -80,13 +80,14 @@ def layer_norms(module, d_model):
     return [plain, own_norm]
 
 
-def nearest(observations, scale, lns, sub_layers=(), contract="paper"):
+def nearest(observations, scale, lns, sub_layers=(), contract="paper", narrow=None):
     """``[(distance, cause, formula)]`` sorted. ``observations`` = [(output, x, alternatives)], each alternative a
     sequence of sub-layers applied to x in turn; an observation's distance is that of its closest alternative.
     Every sub-layer in the same placement; when none matches and ``sub_layers`` names them, each in its own
     (``x + LayerNorm(Sublayer(x))`` around the attentions, no norm around the feed-forward network, ...), the
     combinations keeping most sub-layers in the contract's placement first (the input of a sub-layer after a
-    post-norm one is already normalized, so LayerNorm(x) and x cannot be told apart there)."""
+    post-norm one is already normalized, so LayerNorm(x) and x cannot be told apart there; ``narrow(i, causes)``
+    keeps those of sub-layer i's matching placements that a further probe allows, given those of the ones before)."""
     ranked = [(d, c[0][0], c[0][1]) for d, c in placement_distances(observations, scale, lns,
                                                                    [(p,) for p in PLACEMENTS])]
     if ranked[0][0] > MATCH and len(sub_layers) > 1:
@@ -95,7 +96,7 @@ def nearest(observations, scale, lns, sub_layers=(), contract="paper"):
         in_contract = {c: sum(p[0] == ACCEPTED[contract] for p in c) for d, c in mixed if d <= MATCH}
         matched = [(d, c) for d, c in mixed if c in in_contract and in_contract[c] == max(in_contract.values())]
         if matched:
-            ranked.insert(0, (max(d for d, _ in matched), *mixed_placement([c for _, c in matched], sub_layers)))
+            ranked.insert(0, (max(d for d, _ in matched), *mixed_placement([c for _, c in matched], sub_layers, narrow)))
     return ranked
 
 
@@ -122,10 +123,14 @@ def placement_distances(observations, scale, lns, combinations):
     return sorted(ranked, key=lambda r: r[0])
 
 
-def mixed_placement(matched, sub_layers):
+def mixed_placement(matched, sub_layers, narrow=None):
     """(cause, formula) for the combinations, one placement per sub-layer, that match: each sub-layer's formulas
-    (several where the probe cannot tell them apart), the cause from the broken placements it can tell."""
+    (several where the probe cannot tell them apart, unless ``narrow`` rules some out), the cause from the broken
+    placements it can tell."""
     options = [list(dict.fromkeys(c[i] for c in matched)) for i in range(len(matched[0]))]
+    if narrow is not None:
+        for i, option in enumerate(options):
+            options[i] = narrow(i, option, options[:i]) or option
     causes = [o[0][0] for o in options if len({p[0] for p in o}) == 1 and o[0][0] not in ACCEPTED.values()]
     formula = "; ".join(f"{name}: " + " or ".join(p[1] for p in o) for name, o in zip(sub_layers, options))
     return "+".join(dict.fromkeys(causes)) or "mixed_placements", formula
@@ -209,8 +214,62 @@ def nearest_per_sub_layer(m, case, inputs, component, contract, observations):
         zero_non_norm_parameters(module, bias_value=c, d_model=d)
     x = inputs[0]
     constants = [lambda z, c=c: c.expand_as(z) for c in outputs]
+
+    def narrow(i, placements, previous):
+        """A last sub-layer matching several residual placements (its constant output hides its input) is read on
+        the built layer (:func:`last_sub_layer_reading`): fed the very stream it adds to, it is x + Sublayer(x),
+        or LayerNorm(x) + Sublayer(LayerNorm(x)) where a norm of its own runs before it; otherwise not."""
+        if i != k - 1 or len(placements) < 2 or not {p[0] for p in placements} & {"pre_norm", "norm_missing"}:
+            return placements
+        reading = last_sub_layer_reading(case, case.build(component), inputs, component)
+        if reading is None:
+            return placements
+        fed_the_stream, norms_between = reading
+        kept = [p for p in placements if (p[1] in FED_THE_STREAM) == fed_the_stream]
+        before = {p[0] for p in previous[-1]} if previous else set()
+        own_norms = norms_between - (1 if before == {"post_norm"} else 0 if before == {"pre_norm"} else -1)
+        if fed_the_stream and own_norms >= 0:
+            kept = [p for p in kept if (p[1] == "x + Sublayer(x)") == (own_norms == 0)]
+        return kept
     return nearest(observations + [(call(m, inputs, component), x, [constants])], x.norm(), layer_norms(m, d),
-                   [f"self.{name}" for name, _ in sub_layers], contract)
+                   [f"self.{name}" for name, _ in sub_layers], contract, narrow)
+
+
+FED_THE_STREAM = ("x + Sublayer(x)", "LayerNorm(x) + Sublayer(LayerNorm(x))")
+"""The residual placements whose sub-layer reads the very tensor its output is added to."""
+
+
+def last_sub_layer_reading(case, layer, inputs, component):
+    """``(fed the stream, norms between)`` for the layer's last sub-layer, or None when it cannot be read: whether
+    its input is the residual stream its output is added to (the layer's output less the sub-layer's), and how many
+    norm calls ran between the sub-layer before it and it. Every norm is first given a gain and bias of its own,
+    so a norm before the sub-layer changes what a norm after the previous sub-layer made."""
+    subs = [module for _, module in sub_layer_modules(layer)]
+    norms = [module for _, module in norm_modules(layer)]
+    if len(subs) < 2 or any(norm_modules(sub) for sub in subs):  # wrappers holding their own norm
+        return None
+    with torch.no_grad():
+        for norm in norms:
+            for p in norm.parameters():
+                p.copy_(1.0 + case.randn(*p.shape) * 0.5)
+    events, seen = [], {}
+
+    def record_last(module, args, output):
+        if args and torch.is_tensor(args[0]) and torch.is_tensor(output):
+            seen["input"], seen["output"] = args[0].detach(), output.detach()
+    hooks = [subs[-1].register_forward_hook(record_last), subs[-2].register_forward_hook(
+        lambda *_: events.append("previous")), subs[-1].register_forward_pre_hook(lambda *_: events.append("last"))]
+    hooks += [norm.register_forward_hook(lambda *_: events.append("norm")) for norm in norms]
+    try:
+        out = call(layer, inputs, component)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    if not seen or seen["input"].shape != out.shape or events.count("previous") != 1 or events.count("last") != 1:
+        return None
+    stream = out - seen["output"]
+    between = events[events.index("previous"):events.index("last")].count("norm")
+    return distance(seen["input"], stream, stream.norm()) < 1e-4, between
 
 
 @pytest.mark.parametrize("component", ["encoder_layer", "decoder_layer"])

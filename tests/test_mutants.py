@@ -1,7 +1,6 @@
 """The mutants of the reference (``tests/mutants.py``): their edits still apply, and the whole suite, run on each,
-catches it with the checks of the right component and names it with the cause the mutant declares (a mutant whose
-``known_gap`` says why the checker cannot name it yet is a strict xfail on that point only); no component its edits
-do not touch fails or errors; a mutant that crashes is cited at the line where it does.
+catches it with the checks of the right component and names it with the cause the mutant declares; no component
+its edits do not touch fails or errors; a mutant that crashes is cited at the line where it does.
 The unmodified reference, run family by family, must give no fail, error or deviation (no false positives).
 
 The suite runs in this process through ``pytest.main`` with the arguments of ``python -m pytest conformance ...``
@@ -134,11 +133,7 @@ def test_mutant_is_named_by_its_component_with_its_cause(mutant, tmp_path):
     result = run_mutant(mutant, tmp_path, in_process=IN_PROCESS, extra=[f"--hypothesis-profile={GRADING_PROFILE}"])
     assert result.caught, explain(result)
     assert result.problems == [], f"{mutant.name}:\n" + "\n".join(result.problems)
-    named = result.named
-    if mutant.known_gap:
-        assert not named, f"{mutant.name} is now named {mutant.cause}: its known_gap can go"
-        pytest.xfail(f"known gap: {mutant.known_gap}")
-    assert named, (f"{mutant.name}: {mutant.component} does not report {mutant.cause} (first cause: {result.cause}); "
+    assert result.named, (f"{mutant.name}: {mutant.component} does not report {mutant.cause} (first cause: {result.cause}); "
                    f"flagged: {result.flagged}")
 
 
