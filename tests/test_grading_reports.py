@@ -51,14 +51,13 @@ def html_rows(text, ident):
 def test_analytics_count_who_got_each_cause_and_check():
     causes = analytics.by_cause(CLASS)
     assert [(row["verdict"], row["key"], row["names"]) for row in causes] == [
-        ("fail", "attention.scale.unscaled", ["a", "b"]), ("error", "error.undefined_name", ["c"]),
-        ("deviation", "feed_forward.gelu", ["b"])]
+        ("fail", "scale.unscaled", ["a", "b"]), ("error", "undefined_name", ["c"]), ("deviation", "gelu", ["b"])]
     assert causes[0]["detail"] == ("§3.2.1: the scores are not scaled at all (in 1 check(s): attention/scaled)"
                                    )  # the catalogue's meaning (conformance/causes.py), not the message's words
     assert causes[1]["detail"].startswith("the code uses a name that is defined nowhere it can see (in 1 check(s)")
     summary = reports.summary_markdown(CLASS)
     assert markdown_rows(summary, "### Findings by cause")[0] == [
-        "fail", "attention.scale.unscaled", "2", causes[0]["detail"], "[a](feedback/a.md), [b](feedback/b.md)"]
+        "fail", "scale.unscaled", "2", causes[0]["detail"], "[a](feedback/a.md), [b](feedback/b.md)"]
     assert markdown_rows(summary, "### Findings by check")[0] == [
         "fail", "attention/scaled", "2", "attention.scale.unscaled (2)", "[a](feedback/a.md), [b](feedback/b.md)"]
     page = reports.page(CLASS, {})
@@ -126,3 +125,27 @@ def test_gradescope_tests_fail_first_with_findings_first():
     assert output[2] == "1 of 3 checks passed; 1 deviation(s); 1 fail or error"
     assert "at sub.py:12: the paper requires" in tests[0]["output"]
     assert [t["status"] for t in tests] == ["failed", "failed", "passed", "passed"]
+
+
+def test_one_mistake_is_one_item_and_one_row():
+    """A crash and the code's reading citing one line of one component are one item of the feedback (its checks
+    and both causes listed); the same mistake in two components is one row of the class's findings by cause."""
+    crash = check("feed_forward", "relu", "error", "error.attribute_never_assigned", "no attribute 'w3'", 25)
+    reading = check("feed_forward", "attributes_read_are_assigned", "fail", "feed_forward.attribute_never_assigned",
+                    "self.w3 read, never assigned", 25)
+    unscaled = check("multi_head_attention", "scaled", "fail", "multi_head_attention.scale.unscaled",
+                     "scores multiplied by 1", 40)
+    result = graded("e", crash, reading, check("attention", "scaled", **UNSCALED), unscaled)
+    result["notes"] = ["feed_forward: FF (d_model=d_model)"]
+    mistakes = analytics.digest(result)["mistakes"]
+    assert [(m["component"], m["cause"], m["checks"]) for m in mistakes] == [
+        ("feed_forward", "error.attribute_never_assigned", ["attributes_read_are_assigned", "relu"]),
+        ("attention", "attention.scale.unscaled", ["scaled"]),
+        ("multi_head_attention", "multi_head_attention.scale.unscaled", ["scaled"])]
+    feedback = reports.feedback(result)
+    assert feedback.count("### ") == 3 and "- Also reported as: `feed_forward.attribute_never_assigned`" in feedback
+    assert in_order(feedback, "## How the checker read your code", "<details>", "- feed_forward: FF (d_model=d_model)",
+                    "</details>")
+    rows = analytics.by_cause({"e": result})
+    assert [(row["verdict"], row["key"], row["names"], len(row["records"])) for row in rows] == [
+        ("error", "attribute_never_assigned", ["e"], 2), ("fail", "scale.unscaled", ["e"], 2)]

@@ -58,6 +58,38 @@ def finding(key, records):
                 where=list(dict.fromkeys(where)), reproduction=parsed[0][2].strip())
 
 
+def mistake(cause, component):
+    """A cause without its component or crash prefix (``feed_forward.attribute_never_assigned`` and
+    ``error.attribute_never_assigned`` are one mistake, ``attribute_never_assigned``)."""
+    for prefix in (f"{component}.", "error."):
+        cause = cause.removeprefix(prefix)
+    return cause
+
+
+def one_item_per_mistake(found):
+    """The findings with those of one mistake merged into the first of them: the same cause (:func:`mistake`) in
+    one component or at one cited line, or one cited line in one component (a crash and the code's reading naming
+    the same line, ``error.undefined_name`` and ``name_never_defined``). The merged item lists every check it came
+    from; its verdict is the worst. Deviations are never merged with mistakes."""
+    merged = []
+    for f in found:
+        same = next((m for m in merged if (m["verdict"] == "deviation") == (f["verdict"] == "deviation") and (
+            mistake(m["cause"], m["component"]) == mistake(f["cause"], f["component"])
+            and (m["component"] == f["component"] or set(m["where"]) & set(f["where"]))
+            or m["component"] == f["component"] and set(m["where"]) & set(f["where"]))), None)
+        if same is None:
+            merged.append(dict(f))
+            continue
+        if f["cause"] != same["cause"] and f["cause"] not in same.setdefault("also", []):
+            same["also"].append(f["cause"])
+        same["checks"] = sorted(set(same["checks"]) | set(f["checks"]))
+        same["where"] = list(dict.fromkeys(same["where"] + f["where"]))
+        same["observed"] += [o for o in f["observed"] if o not in same["observed"]]
+        if same["verdict"] != "error" and f["verdict"] == "error":
+            same["verdict"] = "error"
+    return merged
+
+
 def components(result):
     """One line per component checked: its verdicts counted, its score share (None when not scored), the checks not
     checked ``(check, cause)``, ``absent`` when every check is missing, and ``text`` saying so; those with a fail or
@@ -93,7 +125,7 @@ def components(result):
 def digest(result):
     """A submission's report in reading order: ``mistakes`` (the fail and error findings, by cause, errors first),
     ``deviations``, then ``components`` (one line each, :func:`components`)."""
-    found = [finding(key, records) for key, records in findings(result["checks"])]
+    found = one_item_per_mistake([finding(key, records) for key, records in findings(result["checks"])])
     return dict(mistakes=[f for f in found if f["verdict"] in MISTAKES],
                 deviations=[f for f in found if f["verdict"] == "deviation"], components=components(result))
 
@@ -128,22 +160,24 @@ def tally(results, key):
     rows = {}
     for name, r in graded(results).items():
         for c in r["checks"]:
-            if c["verdict"] in (*MISTAKES, "deviation"):
-                row = rows.setdefault((key(c), c["verdict"]), dict(key=key(c), verdict=c["verdict"], names=[],
-                                                                   records=[]))
+            if c["verdict"] in (*MISTAKES, "deviation"):  # (a fail and an error of one key are one row: the error)
+                row = rows.setdefault((key(c), c["verdict"] == "deviation"), dict(key=key(c), verdict=c["verdict"],
+                                                                                  names=[], records=[]))
+                row["verdict"] = "error" if "error" in (row["verdict"], c["verdict"]) else row["verdict"]
                 row["names"] += [] if name in row["names"] else [name]
                 row["records"].append((name, c))
     return sorted(rows.values(), key=lambda row: (row["verdict"] == "deviation", -len(row["names"]), row["key"]))
 
 
 def by_cause(results):
-    """:func:`tally` by cause, with ``detail``: what the cause means (:func:`meaning`) and the checks it was found
-    in."""
-    rows = tally(results, lambda c: c["cause"])
+    """:func:`tally` by mistake (a cause without its component, :func:`mistake`: the unscaled scores of an attention
+    and of a multi-head attention are one row), with ``detail``: what it means (:func:`meaning`) and the checks it
+    was found in."""
+    rows = tally(results, lambda c: mistake(c["cause"], c["component"]))
     for row in rows:
         checks = sorted({f"{c['component']}/{c['check']}" for _, c in row["records"]})
-        row["detail"] = (f"{meaning(row['key'])} (in {len(checks)} check(s): {', '.join(checks[:4])}"
-                         f"{', ...' if len(checks) > 4 else ''})")
+        row["detail"] = (f"{meaning(row['records'][0][1]['cause'])} (in {len(checks)} check(s): "
+                         f"{', '.join(checks[:4])}{', ...' if len(checks) > 4 else ''})")
     return rows
 
 

@@ -107,6 +107,7 @@ def finding_markdown(number, f):
     requires, what was observed (the first message and up to two other ones) and how to reproduce it."""
     lines = [f"### {number}. **{f['verdict']}** in `{f['component']}`: `{f['cause']}`", "",
              "- Checks: " + ", ".join(f"`{c}`" for c in f["checks"])]
+    lines += ["- Also reported as: " + ", ".join(f"`{c}`" for c in f["also"])] if f.get("also") else []
     lines += ["- Where: " + ", ".join(f"`{w}`" for w in f["where"])] if f["where"] else []
     lines += [f"- What it means: {f['meaning']}", f"- What the paper requires: {f['requirement']}"]
     lines += ["- Observed: " + text.replace("\n", "\n  ") for text in f["observed"][:3]]
@@ -134,7 +135,9 @@ def feedback(result):
     if result.get("pe"):
         lines += ["## Your positional encoding", "", f"![positional encoding](../figures/{result['name']}-pe.png)", ""]
     if result.get("notes"):
-        lines += ["## How your code was read", ""] + [f"- {n}" for n in result["notes"]] + [""]
+        lines += ["## How the checker read your code", "", "<details><summary>Its notes (how each component was "
+                  "found, built and called, and what it repaired to get there)</summary>", ""] + [
+            f"- {n}" for n in result["notes"]] + ["", "</details>", ""]
     if result["status"] != "graded" and result.get("output_tail"):
         lines += ["## The end of what your code printed", "", "```", result["output_tail"][-2000:], "```", ""]
     return "\n".join(lines)
