@@ -203,9 +203,7 @@ def confirmations(combo, m, cfg, contract, component):
             finals = outside_norms(m, cfg) if contract == "paper" else None  # practice counts its final norms
             verdicts.append(scalar(norms) - scalar(finals or []) == t if norms else None)
         elif cause == "projections_without_bias":
-            square = [l for l in m.modules() if isinstance(l, torch.nn.Linear)
-                      and l.in_features == l.out_features == cfg.d_model]
-            verdicts.append(sum(l.bias is None for l in square) == 4 * t if square else None)
+            verdicts.append(bias_free_projections(m, cfg.d_model) == 4 * t if projection_maps(m, cfg.d_model) else None)
         elif cause == "untied_embeddings":
             verdicts.append(untied_matrices(m, cfg) == times[cause])
         elif cause == "generator_outside_model":
@@ -217,6 +215,18 @@ def confirmations(combo, m, cfg, contract, component):
         else:
             verdicts.append(None)
     return verdicts
+
+
+def projection_maps(m, d_model):
+    """The linear maps from d_model to one, two or three d_model-wide projections (W^Q, W^K, W^V, W^O on their own
+    or fused, as ``qkv = Linear(d_model, 3 * d_model)``)."""
+    return [l for l in m.modules() if isinstance(l, torch.nn.Linear) and l.in_features == d_model
+            and l.out_features in (d_model, 2 * d_model, 3 * d_model)]
+
+
+def bias_free_projections(m, d_model):
+    """How many d_model-wide projections the bias-free :func:`projection_maps` hold (a fused one counts each)."""
+    return sum(l.out_features // d_model for l in projection_maps(m, d_model) if l.bias is None)
 
 
 def vocabulary_matrices(m, cfg):

@@ -62,6 +62,22 @@ def test_projections_without_biases_conform():
     assert causes == [] and "1 attention(s) without projection biases (conforms" in words
 
 
+class FusedBiasFreeAttention(nn.Module):
+    """W^Q, W^K, W^V in one bias-free d_model -> 3 d_model map, W^O bias-free beside it."""
+
+    def __init__(self, d_model):
+        super().__init__()
+        self.qkv, self.out = nn.Linear(d_model, 3 * d_model, bias=False), nn.Linear(d_model, d_model, bias=False)
+
+
+def test_fused_projections_without_biases_conform():
+    """A fused bias-free Q/K/V map counts as three bias-free projections: the reading is the conforming one, not
+    two LayerNorms missing (which the same difference, 4 d_model, would also add up to)."""
+    cfg = Config(d_model=6, h=3, d_ff=24, N=1)
+    causes, times = read(FusedBiasFreeAttention(cfg.d_model), cfg, "multi_head_attention")
+    assert causes == [] and times == [("projections_without_bias", -4 * cfg.d_model, 1)]
+
+
 def test_embeddings_held_apart_read_as_untied():
     """§3.4 shares one matrix: the reference built untied holds two more (one vocabulary for both sides); one table
     embedding both sides beside a pre-softmax map of its own holds one more."""
