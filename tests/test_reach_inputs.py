@@ -163,6 +163,21 @@ def test_a_table_held_as_a_plain_attribute_is_not_a_buffer():
         "positional_encoding.table_is_trainable"
 
 
+class FollowsItsInput(Encoding):
+    """A table held as a plain attribute that its forward brings to the input's device itself."""
+
+    def forward(self, x):
+        return self.combine(x, self.pe.to(x.device)[:, : x.size(1)].to(x.dtype), self.dropout)
+
+
+def test_a_plain_table_its_forward_moves_is_no_fault():
+    """Blame on evidence: a plain attribute is a fault only where the module, moved, fails for it."""
+    def build(d_model, dropout, max_len=5000):
+        return FollowsItsInput(d_model, dropout, max_len, sinusoids, add, "attribute")
+    check = test_positional_encoding.test_table_is_a_buffer_not_a_parameter
+    assert cause_of(check, "positional_encoding", {"positional_encoding": build}) == "pass"
+
+
 @pytest.mark.parametrize("cause, combine", [
     ("positional_encoding.multiplied_with_input", lambda x, rows, dropout: dropout(x * rows)),
     ("positional_encoding.input_scaled_by_sqrt_d_model",
