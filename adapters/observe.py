@@ -38,6 +38,7 @@ import torch
 import torch.nn as nn
 
 from adapters import loading
+from adapters.names import argument_role
 
 BUDGET = 20.0
 """Seconds all the author's entry points together may run while observed."""
@@ -286,7 +287,6 @@ def size_knobs(namespace, modules, module_classes):
     names are those of the canonical sizes (``D_MODEL``, ``n_heads``, ``N_LAYERS``, ``SRC_VOCAB_SIZE``, ``DROPOUT``
     ...); a width must be among them. Setting them before a block is built is how its author configures it: the
     checker does the same (:func:`set_sizes`), instead of feeding a constructor that takes nothing."""
-    from adapters.discovery import argument_role  # (discovery imports this module)
     for cls in module_classes:
         try:
             parameters = inspect.signature(cls).parameters

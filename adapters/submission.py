@@ -7,8 +7,10 @@ import os
 
 from adapters import torch_nn
 from adapters.calls import read_calls
-from adapters.discovery import (PROBE, candidates, discover, padding_by_lengths, read_overrides,
-                                 roles_in_uncompiled_cells)
+from adapters.binding import discover, read_overrides
+from adapters.building import PROBE
+from adapters.call_plans import padding_by_lengths
+from adapters.candidates import candidates, roles_in_uncompiled_cells
 from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
 from adapters.observe import describe_knobs, observe, set_sizes, size_knobs, with_pad_index
