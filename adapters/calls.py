@@ -6,7 +6,7 @@ Student code often builds its blocks positionally (``DecoderBlock(d_model, attn,
 (``attention(query, key, value)`` against ``def attention(key, query, value)``); the mistake only shows as a crash
 deep inside a forward, or as numbers silently wrong. Each positional argument that is a plain name is bound to the
 parameter it lands in and compared, by the words of the two names and the families of synonyms of
-``adapters.discovery``, with the other parameters: two arguments that each fit the other's parameter better than
+``adapters.names``, with the other parameters: two arguments that each fit the other's parameter better than
 their own were swapped; an argument of one known kind landing in a constructor parameter of another known kind
 (``features`` into ``eps``) was misplaced.
 """
@@ -15,7 +15,7 @@ import inspect
 import re
 from dataclasses import dataclass
 
-from adapters.discovery import ARGUMENT_NAMES, normalize
+from adapters.names import ARGUMENT_NAMES, normalize
 
 GENERIC_WORDS = {"block", "layer", "module", "self", "the", "encoder", "decoder", "enc", "dec", "src", "tgt", "x"}
 KIND_OF_NAME = {normalize(s): kind for kind, names in ARGUMENT_NAMES.items() for s in names}

@@ -37,7 +37,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from adapters import loading
+from adapters import cells, loading
+from adapters.names import argument_role
 
 BUDGET = 20.0
 """Seconds all the author's entry points together may run while observed."""
@@ -126,7 +127,7 @@ def entry_points(loaded, modules):
     found = []
     if loaded.kind not in loading.FOLDERS:
         for cell in loaded.cells:
-            tree = loading._parse(cell.source)
+            tree = cells._parse(cell.source)
             filename = loading.cell_file(loaded.path, cell.number)
             for guard in main_guards(tree) if tree is not None else ():
                 label = f"the main block of {cell.label}" if len(loaded.cells) > 1 else "the main block"
@@ -157,7 +158,7 @@ def entry_points(loaded, modules):
 def project_scripts(directory):
     """The project's demo scripts (:data:`DEMO_SCRIPTS`) that the loader did not import (top-level statements other
     than definitions), not tests, in the order of :data:`DEMO_SCRIPTS`."""
-    imported = set(loading.project_files(directory))
+    imported = set(cells.project_files(directory))
     order = {name: i for i, name in enumerate(DEMO_SCRIPTS)}
     scripts = []
     for file in sorted(directory.rglob("*.py")):
@@ -285,8 +286,8 @@ def size_knobs(namespace, modules, module_classes):
     block when observed, and those of its other modules, a copy ``from constants import D_MODEL`` included) whose
     names are those of the canonical sizes (``D_MODEL``, ``n_heads``, ``N_LAYERS``, ``SRC_VOCAB_SIZE``, ``DROPOUT``
     ...); a width must be among them. Setting them before a block is built is how its author configures it: the
-    checker does the same (``conformance.interface.set_size_globals``), instead of feeding a constructor that takes nothing."""
-    from adapters.discovery import argument_role  # (discovery imports this module)
+    checker does the same (``conformance.interface.set_size_globals``), instead of feeding a constructor that takes
+    nothing."""
     for cls in module_classes:
         try:
             parameters = inspect.signature(cls).parameters

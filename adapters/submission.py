@@ -1,14 +1,17 @@
 """A submission turned into an :class:`~conformance.interface.Implementation`, the one downward pipeline the checks
-consume: load the code as its author runs it (``adapters.loading``), discover its roles by name and behaviour
-(``adapters.discovery``), read it for mistakes no call shows (``adapters.calls``, ``adapters.lint``), and keep a
-way to repair what crashes (``adapters.repairs``)."""
+consume: load the code as its author runs it (``adapters.cells``, ``adapters.loading``), observe its author's own
+runs (``adapters.observe``), discover its roles by name and behaviour (``adapters.binding`` and the stages below
+it), read it for mistakes no call shows (``adapters.calls``, ``adapters.lint``), and keep a way to repair what
+crashes (``adapters.repairs``)."""
 import importlib.util
 import os
 
 from adapters import torch_nn
 from adapters.calls import read_calls
-from adapters.discovery import (PROBE, candidates, discover, padding_by_lengths, read_overrides,
-                                 roles_in_uncompiled_cells)
+from adapters.binding import discover, read_overrides
+from adapters.building import PROBE
+from adapters.call_plans import padding_by_lengths
+from adapters.candidates import candidates, roles_in_uncompiled_cells
 from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
 from adapters.observe import describe_knobs, observe, size_knobs, with_pad_index
@@ -53,7 +56,7 @@ CELL_TIMEOUT_ENV_VAR = "CONFORMANCE_CELL_TIMEOUT"
 
 def load_from_path(path):
     """Code from a file or a package directory, whatever its form (``adapters.loading``): its own
-    ``CONFORMANCE_ROLES`` if it defines them, else the roles that ``adapters.discovery`` finds."""
+    ``CONFORMANCE_ROLES`` if it defines them, else the roles that ``adapters.binding`` finds."""
     loaded = load_code(path, cell_timeout=float(os.environ.get(CELL_TIMEOUT_ENV_VAR, 10)))
     notes = [f"loaded as {loaded.kind}: {len(loaded.cells)} code cell(s)"] + [p.message for p in loaded.problems]
     if loaded.fatal or loaded.module is None:

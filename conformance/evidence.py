@@ -7,7 +7,8 @@ and every instance of the sub-block's class inside it returns, the sub-block wor
 its crash under the checker's own call says only that the checker does not know how to call it."""
 import functools
 
-from adapters.discovery import authors_own_blocks, behaves
+from adapters.behaviour import behaves
+from adapters.building import authors_own_blocks
 from conformance.interface import ROLES
 
 ENCLOSING = {

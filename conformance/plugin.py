@@ -19,7 +19,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
 
-from adapters.discovery import TAKES_TOKEN_IDS, is_graft
+from adapters.behaviour import TAKES_TOKEN_IDS
+from adapters.building import is_graft
 from adapters.lint import self_attributes
 from adapters.loading import MissingPackage
 from adapters.submission import ImplementationNotFound, load_implementation

@@ -8,7 +8,7 @@ import pytest
 import torch
 from hypothesis import given
 
-from adapters.discovery import is_graft
+from adapters.building import is_graft
 from adapters.submission import load_implementation
 from conformance import strategies, variants
 from conformance.harness import MODULE_ROLES, Case, assert_close, canonical_inputs, difference, run, tolerance

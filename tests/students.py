@@ -1,6 +1,6 @@
 """Student-style copies of the reference and of its mutants (``tests/mutants.py``): the same program, but written
 the way people publish it, without ``CONFORMANCE_ROLES``, so that the suite has to *discover* which class plays
-which role (``adapters/discovery.py``).
+which role (``adapters/binding.py``).
 
 A style renames, generically for any reference-derived source:
 

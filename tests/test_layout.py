@@ -1,6 +1,7 @@
 """The one-way layout of ``../shared/design/architecture.md``: a submission becomes an Implementation in
 ``adapters/`` (which may use the contract and the reference, never the checks or grading), the checks consume it,
 and grading sits above the checks. The catalogue of causes (``conformance.causes``) sits below them all."""
+import ast
 import subprocess
 import sys
 
@@ -23,3 +24,108 @@ def test_a_stage_imports_nothing_above_it(module):
     code = (f"import sys, {module}; print('\\n'.join(n for n in sys.modules if n.startswith({forbidden!r})))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.split() == [], f"importing {module} imported {done.stdout.split()}, which sit above it"
+
+
+SHARED = ["adapters.names", "adapters.masks", "adapters.lint", "adapters.alignment", "adapters.multipliers",
+          "adapters.projections", "adapters.torch_nn"]
+"""Helpers every stage may use: the vocabulary of names, mask conventions, code reading, small readings of blocks."""
+STAGES = ["adapters.cells", "adapters.loading", "adapters.observe", "adapters.call_plans", "adapters.building",
+          "adapters.construction", "adapters.candidates", "adapters.wrapping", "adapters.behaviour",
+          "adapters.assembly", "adapters.binding", "adapters.calls", "adapters.repairs", "adapters.submission"]
+"""The stages of ``adapters/`` in the order a submission goes through them (``docs/reading-code.md``): cut into
+cells, load, observe its author's own runs, plan calls, build, plan construction, find candidates, wrap under the
+canonical call, try behaviour, read the assembly, bind roles; then read the calls for misplaced arguments, keep a way
+to repair crashes, and hand the checks an Implementation."""
+ORDER = SHARED + STAGES
+PACKAGES = ("adapters", "conformance", "reference")
+MAX_LINES = 650
+
+
+def module_file(name):
+    path = ROOT.joinpath(*name.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def is_module(name):
+    return module_file(name).is_file()
+
+
+def imported(name, everywhere=True):
+    """The project modules that module ``name`` imports: every ``import`` and ``from ... import`` statement, inside
+    functions too (``everywhere``), or those run when the module is imported (not inside a function or class)."""
+    tree = ast.parse(module_file(name).read_text())
+    package = name if module_file(name).name == "__init__.py" else name.rpartition(".")[0]
+    nodes = ast.walk(tree) if everywhere else module_level(tree.body)
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # a relative import
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            found |= {f"{base}.{alias.name}" if is_module(f"{base}.{alias.name}") else base for alias in node.names}
+    return {m for m in found if m.split(".")[0] in PACKAGES and is_module(m)}
+
+
+def module_level(body):
+    """The statements run when a module is imported: not the bodies of its functions and classes."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        yield node
+        for field_name in ("body", "orelse", "finalbody", "handlers"):
+            yield from module_level(getattr(node, field_name, []))
+
+
+def project_modules():
+    return sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                  for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def test_every_adapters_module_has_its_place_in_the_order():
+    assert sorted(m for m in project_modules() if m.startswith("adapters.")) == sorted(ORDER)
+
+
+@pytest.mark.parametrize("module", ORDER)
+def test_a_stage_imports_only_the_stages_before_it(module):
+    allowed = set(ORDER[:ORDER.index(module)]) | {"adapters"}
+    later = sorted(m for m in imported(module) if m.startswith("adapters") and m not in allowed)
+    assert later == [], f"{module} imports {later}, which come at or after it in the order of the stages"
+
+
+ABOVE_ADAPTERS = ("conformance.plugin", "conformance.test_", "conformance.grading")
+
+
+@pytest.mark.parametrize("module", ["adapters", "adapters.submission"])
+def test_adapters_import_neither_the_checks_nor_grading(module):
+    code = f"import {module}, sys; print(sorted(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    loaded = ast.literal_eval(done.stdout.strip())
+    assert [m for m in loaded if m.startswith(ABOVE_ADAPTERS)] == [], f"importing {module} imported the checks"
+
+
+def test_no_import_cycle_among_the_projects_packages():
+    graph = {m: imported(m, everywhere=False) for m in project_modules()}
+    state, cycles = {}, []
+
+    def visit(module, path):
+        state[module] = "open"
+        for other in sorted(graph.get(module, ())):
+            if state.get(other) == "open":
+                cycles.append(path[path.index(other):] + [other])
+            elif other not in state:
+                visit(other, path + [other])
+        state[module] = "done"
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_module_reads_in_one_sitting(package):
+    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / package).rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}, f"modules over {MAX_LINES} lines: {long}"

@@ -1,4 +1,5 @@
-"""Tests of adapters.loading: recognising kinds from content, cutting cells, and running them without crashing."""
+"""Tests of adapters.cells and adapters.loading: recognising kinds from content, cutting cells, and running them
+without crashing."""
 import importlib.util
 import inspect
 import json
@@ -13,7 +14,8 @@ import nbformat
 import pytest
 import torch
 
-from adapters.loading import detect_kind, extract_cells, load_code
+from adapters.cells import detect_kind, extract_cells
+from adapters.loading import load_code
 from tests.suite import SEEDS, run_suite, seed
 
 

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from adapters import observe
-from adapters.discovery import LENGTHS, call_plan, lengths_of, mask_lengths
+from adapters.call_plans import call_plan, lengths_of
 from adapters.loading import load_code
+from adapters.masks import LENGTHS, mask_lengths
 from adapters.submission import load_implementation
 from conformance.harness import Case, canonical_inputs
 from conformance.interface import Config

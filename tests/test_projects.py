@@ -3,7 +3,9 @@ constructor arguments learned by building when their names say nothing, and the 
 reported as the author's."""
 import textwrap
 
-from adapters.discovery import PROBE, constructor_plan, discover, learn_arguments
+from adapters.binding import discover
+from adapters.building import PROBE
+from adapters.construction import constructor_plan, learn_arguments
 from adapters.loading import load_code
 from adapters.submission import load_implementation
 from tests import mutants

@@ -12,7 +12,9 @@ import torch
 import torch.nn as nn
 
 from adapters import alignment, multipliers, projections
-from adapters.discovery import PROBE, constructor_plan, discover
+from adapters.binding import discover
+from adapters.building import PROBE
+from adapters.construction import constructor_plan
 from adapters.loading import load_code
 from conformance.weights import adopt_eps
 from reference.transformer import LayerNorm as ReferenceLayerNorm

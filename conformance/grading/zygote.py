@@ -31,7 +31,7 @@ import hypothesis.configuration
 
 import conformance.plugin  # noqa: F401
 from conformance.grading import integrity
-import adapters.discovery  # noqa: F401
+import adapters.binding  # noqa: F401
 import adapters.loading  # noqa: F401
 
 PYTEST_BASE = ["--pyargs", "conformance", "-q", "-p", "no:cacheprovider", "-p", "_hypothesis_pytestplugin",

@@ -1,0 +1,255 @@
+"""The whole assembly: roles read from how the bound blocks are built and call each other.
+
+Where several classes could play a role, the one the bound blocks build wins (:func:`assembled_together`); roles no
+class was bound to on its own are found inside a bound block (:func:`parts_in_built_blocks`: a class it builds, a
+method, a function its forward calls, the stacks of a model), and masks are planned as the model passes them.
+"""
+import ast
+import contextlib
+import inspect
+import io
+import textwrap
+
+import torch
+
+from adapters import projections
+from adapters.behaviour import behaves, helper_masks
+from adapters.building import PROBE, Binding, probe_build
+from adapters.call_plans import forward_parameters, plan_arguments
+from adapters.candidates import ROLE_ORDER, ranked
+from adapters.construction import builds_a_module, constructor_plan_or_none
+from adapters.masks import to_convention
+from adapters.names import CANONICAL_CALLS, ROLE_NAMES, SUBMODULE_NAMES, name_score, normalize
+from adapters.wrapping import AdaptedModel, function_role
+from conformance.harness import PAD, Case, canonical_inputs
+from conformance.interface import FUNCTION_ROLES, Implementation
+
+METHOD_ROLES = {"padding_mask": "model", "subsequent_mask": "model"}
+"""Function roles that code often writes as a method of the block that uses them, and that do not depend on the
+sizes the block was built with (an attention method reads its head width from the instance: not one of them)."""
+
+
+def method_role(role, owner, bindings, convention, module_name, roles):
+    """``(binding, function)`` for a function role written as a method of the ``owner`` binding's class
+    (``Seq2Seq.make_src_mask(src)`` reading the pad index from the instance): the method of an instance built on
+    the probe configuration, when its name says the role and it works under the role's canonical call; else None."""
+    methods = [name for name, value in vars(owner.target).items() if inspect.isfunction(value)
+               and name_score(name, ROLE_NAMES[role])] if inspect.isclass(owner.target) else []
+    if not methods:
+        return None
+    instance = probe_build(owner, bindings, convention)
+    if instance is None:
+        return None
+    for name in methods:
+        binding = Binding(role, f"{owner.name}.{name}", getattr(instance, name),
+                          masks=helper_masks(role, bindings, convention))
+        function = function_role(binding, convention)
+        if role == "padding_mask":
+            function = with_instance_pad(function)
+        if behaves(Implementation(module_name, {**roles, role: function}), role) is None:
+            return binding, function
+    return None
+
+
+def with_instance_pad(padding_mask):
+    """A padding-mask method reads the pad index its instance was built with (PAD): the canonical call's pad_idx
+    is honoured by swapping the two token values before the call."""
+    def padding_mask_of_instance(tokens, pad_idx):
+        swapped = torch.where(tokens == pad_idx, PAD, torch.where(tokens == PAD, pad_idx, tokens))
+        return padding_mask(swapped, PAD)
+    return padding_mask_of_instance
+
+
+ENCLOSED = {"multi_head_attention": ("attention",),
+            "encoder_layer": ("multi_head_attention", "feed_forward", "layer_norm", "sublayer_connection"),
+            "decoder_layer": ("multi_head_attention", "feed_forward", "layer_norm", "sublayer_connection"),
+            "encoder": ("encoder_layer", "layer_norm"), "decoder": ("decoder_layer", "layer_norm"),
+            "model": ("encoder", "decoder", "embedding", "positional_encoding", "generator")}
+"""The roles whose blocks an enclosing role's block is built of (§3.1)."""
+
+
+def encloses(outer, role):
+    """Whether ``outer``'s block is built of ``role``'s, directly or through its parts."""
+    return any(part == role or encloses(part, role) for part in ENCLOSED.get(outer, ()))
+
+
+LAYERED = ("encoder_layer", "decoder_layer", "encoder", "decoder")
+"""The parts that tell their enclosing block (the stack of the bound layers, the model of the bound stacks): the
+other parts (a LayerNorm, a feed-forward network) are in every layer."""
+
+
+def assembled_together(bindings, found):
+    """The names of the candidates to prefer where a role has rivals (``found``, the candidates), the whole
+    assembly deciding: the classes the outermost bound enclosing block is built of (those of the model when it is
+    bound; the ``MultiHeadedAttention`` the stack's layers build, not an older ``MultiHeadAttention`` of the same
+    file), else the enclosing classes built of the bound parts (the stack of the bound layers)."""
+    inside = {}
+    for role, binding in bindings.items():
+        module = probe_build(binding, bindings) if inspect.isclass(binding.target) and binding.works else None
+        if module is not None:
+            inside[role] = {type(m) for m in module.modules() if m is not module}
+    prefer = set()
+    for role in ROLE_ORDER:
+        classes = {name: obj for _, name, obj in ranked(role, found, set()) if inspect.isclass(obj)}
+        if len(classes) < 2:
+            continue
+        if role == "model" and role in bindings and bindings[role].works:
+            continue  # a working model is the anchor of the assembly, not chosen again by the parts it builds
+        outers = [outer for outer in inside if encloses(outer, role)]
+        outermost = [outer for outer in outers if not any(encloses(o, outer) for o in outers)]
+        chosen = {name for name, cls in classes.items() if any(cls in inside[outer] for outer in outermost)}
+        parts = {bindings[p].target for p in ENCLOSED.get(role, ()) if p in bindings and p in LAYERED}
+        for name, cls in classes.items() if not chosen and parts else ():  # the stacks of bound layers
+            module = probe_build(Binding(role, name, cls, constructor_plan_or_none(cls, role, bindings)), bindings)
+            if module is not None and any(type(m) in parts for m in module.modules() if m is not module):
+                chosen.add(name)
+        prefer |= chosen
+    return prefer
+
+
+def parts_in_built_blocks(bindings, found, taken):
+    """``{role: binding}`` for roles no class or function was bound to on its own, found inside a bound block as
+    that block builds them (:attr:`Binding.part_of`): a class of the role's name the block builds
+    (``ScaledDotProductAttention(temperature=d_k ** 0.5)``), a method of the multi-head block computing attention
+    (``MultiHeadedAttention.attention``) or of the model computing the positional encodings
+    (``Transformer.get_position_encoding``), and the stacks (:func:`stacks_in_the_model`)."""
+    parts = stacks_in_the_model(bindings, found)
+    for role in ROLE_ORDER:
+        if role in bindings or role in parts or role in METHOD_ROLES or role == "model":
+            continue
+        outers = [o for o in ROLE_ORDER if o in bindings and encloses(o, role)
+                  and builds_a_module(o, bindings[o].target)]
+        for outer in outers:  # the innermost first (ROLE_ORDER goes outwards)
+            block = probe_build(bindings[outer], bindings)
+            kinds = {obj: name for _, name, obj in ranked(role, found, taken) if inspect.isclass(obj)}
+            path = next((p for p, m in block.named_modules() if p and type(m) in kinds), None) if block else None
+            if path is None and block is not None:  # a class of the submission's at an attribute named for the role
+                kinds = {obj: name for name, obj in found.items() if inspect.isclass(obj) and name not in taken}
+                path = next((p for p, m in block.named_modules() if type(m) in kinds
+                             and p.rsplit(".", 1)[-1].rstrip("_0123456789") in SUBMODULE_NAMES.get(role, ())), None)
+            if path is not None:
+                parts[role] = Binding(role, kinds[type(block.get_submodule(path))], type(block.get_submodule(path)),
+                                      part_of=(bindings[outer], path, bindings), found_in=outer,
+                                      notes=[f"(the {outer}'s {path}, as {bindings[outer].name} builds it)"])
+                if role == "multi_head_attention" and projections.has_no_parameters(block.get_submodule(path)):
+                    parts[role].notes.append(projections.describe(bindings[outer].target, path))
+                break
+            methods = [n for n, value in vars(bindings[outer].target).items()
+                       if inspect.isclass(bindings[outer].target) and inspect.isfunction(value)
+                       and n not in ("__init__", "forward")
+                       and (name_score(n, ROLE_NAMES[role]) or normalize(n) in SHORT_NAMES.get(role, ()))]
+            if block is not None and methods and role in FUNCTION_ROLES + ("positional_encoding",):
+                parts[role] = Binding(role, f"{bindings[outer].name}.{methods[0]}", getattr(type(block), methods[0]),
+                                      part_of=(bindings[outer], None, bindings), found_in=outer,
+                                      notes=[f"(a method of the {outer}, called on it as {bindings[outer].name} "
+                                             "builds it)"])
+                break
+            called = functions_called(bindings[outer].target, found, taken) if role == "attention" else []
+            if called:
+                parts[role] = Binding(role, called[0], found[called[0]], found_in=outer,
+                                      notes=[f"(the function {bindings[outer].name}.forward calls)"])
+                break
+    return parts
+
+
+def functions_called(cls, found, taken):
+    """The submission's own functions of three or more parameters that ``cls.forward`` calls by name, outermost calls
+    first, none already bound: the attention of eq. (1) that a multi-head block calls, whatever its name
+    (``sdpa(q, k, v, mask)``)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (TypeError, OSError, SyntaxError, AttributeError):
+        return []
+    names = [node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
+    return [name for name in dict.fromkeys(names) if name in found and name not in taken
+            and inspect.isfunction(found[name]) and len(inspect.signature(found[name]).parameters) >= 3]
+
+
+SHORT_NAMES = {"attention": ("attn", "attend")}
+"""Short method names of a role (a method ``attn`` of a multi-head block)."""
+
+
+def stacks_in_the_model(bindings, found):
+    """``{role: binding}`` for the encoder and decoder stacks that no class of their own was bound to, found in the
+    built model instead: the outermost of its blocks of the submission's own classes (``found``) that holds the bound
+    encoder (decoder) layers and not the others (``ModelBlock(config, EncoderLayer)``). Its inputs are those of its
+    layers' forward under the same names (a stack passes ``y`` and ``mask`` on to its layers)."""
+    model = bindings.get("model")
+    built = probe_build(model, bindings) if model is not None and model.works else None
+    if built is None:
+        return {}
+    names = {cls: name for name, cls in found.items() if inspect.isclass(cls)}
+    stacks = {}
+    for role, layer, other in (("encoder", "encoder_layer", "decoder_layer"),
+                               ("decoder", "decoder_layer", "encoder_layer")):
+        if role in bindings or layer not in bindings:
+            continue
+        for path, block in built.named_modules():
+            kinds = {type(m) for m in block.modules() if m is not block}
+            if path and type(block) in names and bindings[layer].target in kinds \
+                    and (other not in bindings or bindings[other].target not in kinds):
+                inner = next(m for m in block.modules() if type(m) is bindings[layer].target)
+                passed_on = dict(plan_arguments(inner, CANONICAL_CALLS[layer]))  # its layers' inputs, same names
+                own = dict(plan_arguments(block, CANONICAL_CALLS[role]))
+                call = [(p.name, passed_on.get(p.name, own.get(p.name))) for p in forward_parameters(block)]
+                stacks[role] = Binding(role, names[type(block)], type(block), part_of=(model, path, bindings),
+                                       found_in="model", call=[(name, c) for name, c in call if c],
+                                       notes=[f"(the model's {path}, as {model.name} builds it)"])
+                break
+    return stacks
+
+
+def masks_as_the_model_passes_them(bindings, roles, module_name):
+    """``{role: call plan}`` for the layers, stacks and attention blocks of a working model that have a parameter
+    the canonical plan feeds nothing although the model's own call passes one of its masks there (a decoder
+    layer's single ``mask``, given the model's target mask): the plan with that parameter fed that mask. The masks
+    are told by value (the source and the target masks differ in shape)."""
+    model = bindings.get("model")
+    if model is None or not model.works:
+        return {}
+    implementation = Implementation(module_name, roles)
+    try:
+        adapted = implementation.build("model", PROBE)
+    except Exception:  # the author's code: it is checked, not learned from
+        return {}
+    if not isinstance(adapted, AdaptedModel):
+        return {}
+    case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
+    src, tgt, src_mask, tgt_mask = canonical_inputs(case, "model")
+    convention = model.masks or adapted.convention
+    given = {"src_mask": to_convention(src_mask, convention), "tgt_mask": to_convention(tgt_mask, convention)}
+    plans, hooks = {}, []
+
+    def watch(role):
+        def pre_hook(module, args, kwargs):
+            if role in plans:
+                return
+            planned = bindings[role].call or plan_arguments(module, CANONICAL_CALLS[role])
+            try:
+                passed = inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments
+            except TypeError:
+                return
+            taken = {name for name, _ in planned} | {c for _, c in planned}
+            added = [(name, mask) for name, value in passed.items() if name not in taken
+                     for mask, expected in given.items()
+                     if mask in CANONICAL_CALLS[role] and mask not in taken and isinstance(value, torch.Tensor)
+                     and value.shape == expected.shape and torch.equal(value, expected)]
+            plans[role] = list(planned) + added if added else None
+        return pre_hook
+    for role in ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder"):
+        binding = bindings.get(role)
+        if binding is None or not inspect.isclass(binding.target):
+            continue
+        part = binding.part_of  # (a block found in the model: that one, not every instance of its class)
+        blocks = ([adapted.inner.get_submodule(part[1])] if part and part[0] is model and part[1] else
+                  [m for m in adapted.inner.modules() if type(m) is binding.target])
+        hooks += [m.register_forward_pre_hook(watch(role), with_kwargs=True) for m in blocks]
+    try:
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            adapted(src, tgt, src_mask, tgt_mask)
+    except Exception:  # the author's code
+        return {}
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return {role: plan for role, plan in plans.items() if plan}

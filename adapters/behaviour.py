@@ -1,0 +1,141 @@
+"""Try a bound candidate under the canonical call on the probe configuration: whether it works (:func:`behaves`), and
+the ways of calling it that make it work when the first does not (tensors sequence first, masks of another shape,
+token ids given to a stack that embeds them itself), and how a model's forward shifts its target.
+"""
+import contextlib
+import inspect
+import io
+
+import torch
+
+from adapters import alignment
+from adapters.building import PROBE, probe_build
+from adapters.call_plans import SEQUENCE_FIRST, argument_values
+from adapters.masks import HEAD_AXIS, KEY_VECTORS, LENGTHS, describe_convention
+from adapters.wrapping import role_builder
+from conformance.harness import PAD, Case, canonical_inputs, run
+from conformance.interface import Implementation
+from conformance.verdicts import Missing
+
+TAKES_TOKEN_IDS = "Expected tensor for argument #1 'indices'"
+"""What torch says when an embedding is given vectors: the block given them embeds token ids itself."""
+
+
+MASKED = ("attention", "multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")
+"""The roles called with masks."""
+
+
+def masks_of_another_shape(binding, module_name, roles, bindings, convention):
+    """Whether ``binding`` works under the canonical call with its masks in another shape (:data:`HEAD_AXIS`,
+    :data:`KEY_VECTORS`), which it then keeps (``roles`` updated, a note added)."""
+    base = convention.removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS)
+    for shape in (HEAD_AXIS, KEY_VECTORS):
+        if convention.endswith(shape):
+            continue
+        binding.masks = base + shape
+        roles[binding.role] = role_builder(binding, bindings, convention)
+        if behaves(Implementation(module_name, roles), binding.role) is None:
+            binding.notes.append(f"(masks: {describe_convention(binding.masks)})")
+            return True
+    binding.masks = None
+    roles[binding.role] = role_builder(binding, bindings, convention)
+    return False
+
+
+LAID_OUT = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")
+"""The roles whose layout is told by behaviour: they mix positions, so a call in the wrong one fails or mixes
+samples."""
+
+
+def helper_masks(role, bindings, convention):
+    """The convention of a mask helper's masks where the blocks it makes masks for take them with a head axis
+    (found by behaviour, :func:`masks_of_another_shape`): with the head axis too; else None (the code's)."""
+    if role in MASK_CALLS and any((b.masks or "").endswith(HEAD_AXIS) for b in bindings.values()):
+        return convention.removesuffix(KEY_VECTORS) + HEAD_AXIS
+    return None
+
+
+def learns_weights(binding, bindings):
+    """Whether ``binding``'s class, built on the probe configuration, has parameters of its own."""
+    module = probe_build(binding, bindings) if inspect.isclass(binding.target) else None
+    return module is not None and any(True for _ in module.parameters())
+
+
+MASK_CALLS = {
+    "padding_mask": lambda case: (case.tokens(5, PROBE.vocab_size).index_fill(1, torch.tensor([4]), PAD), PAD),
+    "subsequent_mask": lambda case: (3,),
+}
+"""The canonical calls of the mask helpers on the probe configuration (tokens with padding; size 3)."""
+
+
+def works_sequence_first(binding, module_name, roles, bindings, convention, problem, note):
+    """Try ``binding`` laid out sequence first (torch's default): None, with ``note`` added, when it then works
+    under the canonical call; else its layout and builder as before and ``problem`` unchanged."""
+    binding.layout = SEQUENCE_FIRST
+    roles[binding.role] = role_builder(binding, bindings, convention)
+    if behaves(Implementation(module_name, roles), binding.role) is None:
+        binding.notes.append(note)
+        return None
+    binding.layout = None
+    roles[binding.role] = role_builder(binding, bindings, convention)
+    return problem
+
+
+def behaves(implementation, role):
+    """Build the role on a small configuration and make the canonical call; None if it works, else the error."""
+    case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
+    try:
+        if role in MASK_CALLS:  # the harness has no canonical call of the mask helpers: theirs is made here
+            arguments = MASK_CALLS[role](case)
+            out = implementation.function(role)(*arguments)
+            if not isinstance(out, torch.Tensor):
+                return f"returned {type(out).__name__}, not a tensor"
+            tokens = arguments[0]
+            if role == "padding_mask" and (out.dim() < 2 or out.shape[0] != tokens.shape[0]
+                                           or out.shape[-1] != tokens.shape[-1]):
+                return f"returned shape {tuple(out.shape)} for tokens {tuple(tokens.shape)}: not a mask over the keys"
+            return None
+        out, _ = run(case, role)
+    except Missing as exc:  # a model taking lengths: probed again with its padding at the end of each sequence
+        if exc.cause == "adapter.padding_not_expressible_as_lengths" and implementation.padding is None:
+            implementation.padding = LENGTHS
+            return behaves(implementation, role)
+        return f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # the candidate's own code: any exception means "does not fit"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def embeds_token_ids(implementation, role):
+    """Whether a stack that fails under its canonical call (vectors) works when given token ids in their place: it
+    embeds them itself, however it fails on vectors (torch's embedding error, or ``batch, length = src.shape``)."""
+    if role not in ("encoder", "decoder"):
+        return False
+    case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
+    try:
+        first, *rest = canonical_inputs(case, role)
+        tokens = case.tokens(first.shape[1], PROBE.vocab_size)
+        out, _ = run(case, role, inputs=(tokens, *rest))
+    except Exception:  # the candidate's own code: any exception means it does not take token ids either
+        return False
+    return isinstance(out, torch.Tensor) and tuple(out.shape[:2]) == tuple(tokens.shape)
+
+
+def target_shift(binding, module_name, roles):
+    """How the bound model's forward shifts the target (:func:`adapters.alignment.target_shift`), observed by
+    calling it on the probe configuration with a target of distinct tokens; None when it does not."""
+    if binding is None or not binding.works or binding.layout is not None:
+        return None
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            model = Implementation(module_name, roles).build("model", PROBE).eval()
+    except Exception:  # the candidate's own code
+        return None
+    if getattr(model, "forward_arguments", None) is None:
+        return None  # called through encode and decode: the decoder is given the target as it is
+    tgt = alignment.probe_target(2, 5, PROBE.tgt_vocab, PAD)
+    src = alignment.probe_target(2, 7, PROBE.src_vocab, PAD)
+    named = {"src": src, "tgt": tgt, "src_mask": torch.ones(2, 1, 7, dtype=torch.bool),
+             "tgt_mask": torch.tril(torch.ones(5, 5, dtype=torch.bool)).expand(2, 5, 5)}
+    return alignment.target_shift(  # the author's forward alone (not the canonical call's fallback to decode)
+        model.inner, lambda: model.inner(**argument_values(model.forward_arguments, named, model.convention)), tgt)

@@ -1,0 +1,283 @@
+"""Bind roles: which class or function of someone's code plays each role of ``conformance.interface``
+(:func:`discover`), the last stage of discovery, which the stages below it serve.
+
+Three kinds of evidence, in order:
+
+1. **names**: class and function names against families of synonyms (``MultiHeadAttentionBlock``,
+   ``MultiHeadedAttention``, ``MaskedMultiHeadSelfAttentionBlock``, ... for ``multi_head_attention``), fuzzily, so
+   that ``EndoderBlock`` is still an encoder layer (:mod:`adapters.names`, :mod:`adapters.candidates`);
+2. **signatures**: constructor arguments mapped onto the canonical hyperparameters by their names (``embed_dim``,
+   ``features``, ``hidden`` -> ``d_model``; ``n_head``, ``num_heads`` -> ``h``; ...), sub-blocks built from the roles
+   they stand for (``EncoderBlock(features, attn_block, ff_block, dropout)``) (:mod:`adapters.construction`,
+   :mod:`adapters.building`), forward arguments by name and position (``forward(decoder_input, encoder_output,
+   self_attn_mask, dec_enc_attn_mask)``) (:mod:`adapters.call_plans`);
+3. **behaviour**: a candidate must construct and accept the canonical call on a small configuration
+   (:mod:`adapters.wrapping`, :mod:`adapters.behaviour`); the first one that does wins. A class whose name says
+   nothing is still found by what its block does (:data:`adapters.candidates.SIGNATURES`: a LayerNorm, an embedding,
+   a positional encoding), or by where the code uses it: the function a bound multi-head block calls, the class a
+   bound block builds at an attribute named for the role (:func:`adapters.assembly.parts_in_built_blocks`).
+
+The result is an :class:`conformance.interface.Implementation` whose ``mapping`` says what was found and how,
+and which an adapter file (``conformance.toml`` next to the code, see :func:`read_overrides`) can override.
+"""
+import inspect
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from adapters.assembly import (METHOD_ROLES, assembled_together, masks_as_the_model_passes_them, method_role,
+                               parts_in_built_blocks)
+from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, behaves, embeds_token_ids, helper_masks,
+                                learns_weights, masks_of_another_shape, target_shift, works_sequence_first)
+from adapters.building import PROBE, Binding, builds, constructed_by_name
+from adapters.call_plans import SEQUENCE_FIRST, adapt_arguments, first_tensor, positions_of, returns_table
+from adapters.candidates import ROLE_ORDER, candidates, ranked
+from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed
+from adapters.masks import HEAD_AXIS, KEY_VECTORS, describe_convention, infer_convention
+from adapters.wrapping import module_builder, role_builder
+from conformance.interface import Implementation
+
+FALLBACK_SCORE = 0.9
+"""A candidate that does not work under the canonical call is still bound (so its crash is reported and
+diagnosed) when its name is this close to the role's."""
+
+
+@dataclass
+class Discovery:
+    """What discovery found: role builders, the bindings behind them, and notes for the report."""
+    roles: dict
+    bindings: dict
+    convention: str
+    notes: list
+    grafts: dict = field(default_factory=dict)
+    """role -> the reference's blocks built into it in place of the submission's own, which do not work"""
+    broken: set = field(default_factory=set)
+    """The roles bound although they fail under the canonical call on the probe configuration."""
+
+    def describe(self):
+        lines = [b.describe() for b in self.bindings.values()]
+        return lines + [f"masks: {describe_convention(self.convention)}"] + self.notes
+
+    @property
+    def unusable(self):
+        """How many roles were bound although they fail under the canonical call."""
+        return sum("does not work under the canonical call" in note for note in self.notes)
+
+    @property
+    def working(self):
+        """How many roles were bound and work under the canonical call."""
+        return len(self.bindings) - len(self.broken)
+
+
+def discover(namespace, module_name, overrides=None, modules=None):
+    """Bind every role found in ``namespace`` (a submission's module dict); see the module docstring. Where several
+    classes could play a role, the one the bound blocks assemble wins (:func:`assembled_together`)."""
+    modules = modules or {module_name}
+    found, tried = bind_roles(namespace, module_name, overrides, modules), [set()]
+    for _ in range(ASSEMBLY_PASSES):
+        prefer = assembled_together(found.bindings, candidates(namespace, modules))
+        if prefer in tried:
+            break
+        tried.append(prefer)
+        found = bind_roles(namespace, module_name, overrides, modules, frozenset(prefer))
+    return found
+
+
+ASSEMBLY_PASSES = 3
+"""How many times discovery binds again with :func:`assembled_together`'s preferences (a stack found in one pass
+tells which attention block its layers build in the next)."""
+
+
+def best_failure(kept, failure, score):
+    """The failing candidate to bind when none works: the best name (the first tried of equal names), a class
+    before a function building the model (whose failure says less about which block is wrong)."""
+    if failure[0].role == "model" and inspect.isfunction(failure[0].target):
+        score -= 0.5
+    return kept if kept is not None and kept[2] >= score else (*failure, score)
+
+
+def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
+    """One pass of :func:`discover`: each role in :data:`ROLE_ORDER` bound to its best working candidate, those
+    named in ``prefer`` first."""
+    found = candidates(namespace, modules)
+    overrides = overrides or {}
+    bindings, roles, notes, taken = {}, {}, [], set()
+    masks = overrides.get("masks", {})
+    convention = masks.get("convention", "keep") + (HEAD_AXIS if masks.get("head_axis") else
+                                                     KEY_VECTORS if masks.get("key_vectors") else "")
+    for role in ROLE_ORDER:
+        forced = overrides.get("roles", {}).get(role)
+        options = [(1.0, forced, namespace[forced])] if forced in namespace else ranked(role, found, taken, prefer)
+        first_failure = partial = None
+        for score, name, obj in options:
+            binding = Binding(role, name, obj, masks=helper_masks(role, bindings, convention))
+            try:
+                if builds_a_module(role, obj):
+                    binding.constructor = constructor_plan(obj, role, bindings)
+                if role == "attention" and learns_weights(binding, bindings):
+                    continue  # a block with projections of its own is not the attention function of eq. (1)
+                roles[role] = role_builder(binding, bindings, convention)
+            except (LookupError, ValueError, TypeError) as exc:
+                if score >= FALLBACK_SCORE:
+                    first_failure = best_failure(first_failure, (binding, str(exc)), score)
+                roles.pop(role, None)
+                continue
+            problem = behaves(Implementation(module_name, roles), role)
+            if problem is not None and role in LAID_OUT:  # written for (sequence, batch, d_model) tensors?
+                problem = works_sequence_first(binding, module_name, roles, bindings, convention, problem,
+                                               "(sequence, batch, d_model) tensors, as torch's default layout")
+            if problem is not None and role == "padding_mask" \
+                    and any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # (length, batch) tokens?
+                problem = works_sequence_first(binding, module_name, roles, bindings, convention, problem,
+                                               "(called with (length, batch) token ids, as the rest of the code)")
+            if problem is not None and role in MASKED \
+                    and masks_of_another_shape(binding, module_name, roles, bindings, convention):
+                problem = None  # its masks of another shape
+            if problem is not None and role == "positional_encoding":  # called with the tokens, as its caller does?
+                binding.takes_token_ids = True
+                roles[role] = module_builder(binding, bindings, convention)
+                if behaves(Implementation(module_name, roles), role) is None:
+                    problem = None
+                    binding.notes.append("(called with token ids of the input's shape, as the code's embedding "
+                                         "block calls it with the tokens)")
+                else:
+                    binding.takes_token_ids = False
+                    roles[role] = module_builder(binding, bindings, convention)
+            if problem is None and role == "multi_head_attention" and partial is None \
+                    and "key" in Implementation(module_name, roles).build(role, PROBE).inputs_not_accepted()[0]:
+                partial = (binding, roles.pop(role))  # self-attention only: kept unless another one takes keys
+                continue
+            if problem is None:
+                bindings[role] = binding
+                taken.add(name)
+                first_failure = None
+                break
+            if score >= FALLBACK_SCORE:
+                first_failure = best_failure(first_failure, (binding, problem), score)
+            roles.pop(role)
+        if partial is not None and role not in bindings:
+            bindings[role], roles[role] = partial
+            taken.add(partial[0].name)
+            first_failure = None
+        if first_failure and role not in bindings:
+            binding, problem, _ = first_failure
+            binding.works = False
+            binding.takes_token_ids = TAKES_TOKEN_IDS in problem
+            notes.append(f"{role}: {binding.name} does not work under the canonical call ({problem})")
+            try:
+                if builds_a_module(role, binding.target):
+                    binding.constructor = constructor_plan(binding.target, role, bindings)
+                if role == "model" and not {"vocab_size", "src_vocab", "tgt_vocab"} & hyperparameters_fed(binding,
+                                                                                                          bindings):
+                    notes[-1] += "; it takes no vocabulary, so it is no model of token sequences: not bound"
+                    continue
+                roles[role] = role_builder(binding, bindings, convention)
+                if not binding.takes_token_ids:
+                    binding.takes_token_ids = embeds_token_ids(Implementation(module_name, roles), role)
+                bindings[role] = binding
+                taken.add(binding.name)
+            except (LookupError, ValueError, TypeError):
+                pass
+    for role, binding in parts_in_built_blocks(bindings, found, taken).items():
+        roles[role] = role_builder(binding, bindings, convention)
+        problem = behaves(Implementation(module_name, roles), role)
+        if problem is None or masks_of_another_shape(binding, module_name, roles, bindings, convention):
+            bindings[role] = binding
+            notes[:] = [n for n in notes if not n.startswith(f"{role}: ") or "does not work" not in n]
+        elif not bindings[binding.found_in].works:  # the block it is part of fails too: on the author's own path
+            binding.works = False
+            bindings[role] = binding
+            notes.append(f"{role}: {binding.name} {binding.notes[0]} does not work under the canonical call "
+                         f"({problem})")
+        else:
+            del roles[role]
+    for role, plan in masks_as_the_model_passes_them(bindings, roles, module_name).items():
+        binding, before = bindings[role], (bindings[role].call, bindings[role].masks)
+        binding.call = plan
+        roles[role] = module_builder(binding, bindings, convention)
+        if behaves(Implementation(module_name, roles), role) is None \
+                or masks_of_another_shape(binding, module_name, roles, bindings, convention):
+            binding.notes.append("(its masks as the model passes them: " + ", ".join(
+                f"{name}<-{c}" for name, c in plan if c.endswith("mask")) + ")")
+        else:
+            binding.call, binding.masks = before
+            roles[role] = module_builder(binding, bindings, convention)
+    for role, owner in METHOD_ROLES.items():
+        if role not in bindings and owner in bindings:
+            found_method = method_role(role, bindings[owner], bindings, convention, module_name, roles)
+            if found_method is not None:
+                bindings[role], roles[role] = found_method
+    if "positional_encoding" in bindings and bindings["positional_encoding"].works:
+        table = Implementation(module_name, roles).build("positional_encoding", PROBE).eval()
+        x = torch.zeros(2, 5, PROBE.d_model)
+        given = positions_of(x) if table.tokens_for_positions else x
+        if returns_table(first_tensor(table.inner(**adapt_arguments(table.arguments, {"x": given}, convention))), x):
+            bindings["positional_encoding"].adds_table = True
+            bindings["positional_encoding"].notes.append("returns the (length, d_model) table, which its caller adds "
+                                                         "to the embeddings: checked as x + table")
+            roles["positional_encoding"] = module_builder(bindings["positional_encoding"], bindings, convention)
+    shift = target_shift(bindings.get("model"), module_name, roles)
+    if shift is not None:
+        bindings["model"].target_shift = shift
+        bindings["model"].notes.append(f"(its forward {shift} itself, as teacher forcing does: called with one more "
+                                       "target position, its outputs read at the positions that read the target's "
+                                       "tokens)")
+        roles["model"] = module_builder(bindings["model"], bindings, convention)
+    if any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # the lookups and positions the model feeds
+        for role in ("embedding", "positional_encoding"):               # are called in the model's layout
+            if role in bindings and bindings[role].layout is None:
+                bindings[role].layout = SEQUENCE_FIRST
+                bindings[role].notes.append("(sequence, batch, d_model) tensors, as the rest of the code")
+                roles[role] = module_builder(bindings[role], bindings, convention)
+        helper = bindings.get("padding_mask")
+        if helper is not None and not helper.works:  # a helper for (sequence, batch) tokens, as the model takes?
+            helper.layout = SEQUENCE_FIRST
+            roles["padding_mask"] = role_builder(helper, bindings, convention)
+            if behaves(Implementation(module_name, roles), "padding_mask") is None:
+                helper.works = True
+                helper.notes.append("((sequence, batch) tokens, as the rest of the code)")
+                notes[:] = [n for n in notes if not n.startswith("padding_mask: ") or "does not work" not in n]
+            else:
+                helper.layout = None
+                roles["padding_mask"] = role_builder(helper, bindings, convention)
+    helper = next((r for r in ("subsequent_mask", "padding_mask") if r in bindings), None)
+    if helper and "convention" not in masks:  # the subsequent-mask helper's word first, else the padding helper's
+        inferred = infer_convention(bindings[helper].target, helper)
+        if inferred and inferred != convention:
+            return bind_roles(namespace, module_name, {**overrides, "masks": {**masks, "convention": inferred}},
+                              modules, prefer)
+    grafts = {}
+    for binding in bindings.values():
+        for source in binding.constructor.values():
+            sub = bindings.get(source[5:]) if source.startswith("role:") else None
+            problem = None if sub is None else builds(sub, bindings) if sub.composes else "it fails under the canonical call"
+            if problem and not any(n.startswith(f"{binding.role}: built with the reference's {sub.role} ")
+                                   for n in notes):
+                notes.append(f"{binding.role}: built with the reference's {sub.role} in place of {sub.name}, which "
+                             f"does not work ({problem[:120]})")
+                grafts.setdefault(binding.role, []).append(f"the reference's {sub.role} in place of {sub.name}")
+        for sub in constructed_by_name(binding, bindings):
+            notes.append(f"{binding.role}: built with the reference's {sub.role} standing in for {sub.name}, which "
+                         f"{binding.name} builds itself and which does not work")
+            grafts.setdefault(binding.role, []).append(f"the reference's {sub.role} standing in for {sub.name}")
+    found = Discovery(roles, bindings, convention, notes, grafts,
+                      {role for role, binding in bindings.items() if not binding.works})
+    if found.unusable and not {"head_axis", "key_vectors"} & set(masks):  # masks of another shape?
+        base = convention.removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS)
+        for shape in ("head_axis", "key_vectors"):
+            other = bind_roles(namespace, module_name, {**overrides, "masks": {
+                **masks, "convention": base, shape: True}}, modules, prefer)
+            if other.working > found.working:
+                found = other
+    return found
+
+
+def read_overrides(directory):
+    """``conformance.toml`` next to the code: ``[roles] model = "make_model"``, ``[masks] convention = "blocked"``."""
+    path = Path(directory) / "conformance.toml"
+    if not path.is_file():
+        return {}
+    with open(path, "rb") as f:
+        return tomllib.load(f)

@@ -1,0 +1,318 @@
+"""Build a candidate from its plan: a :class:`Binding` (which class or function plays a role, how its constructor is
+fed and how it is called) instantiated on a configuration, with its sub-blocks built first.
+
+Where a sub-block of the candidate's cannot be built or does not work, the reference's block of that role is grafted
+in its place (:func:`build_sub_block`), or stands in for a broken class the block builds itself (:func:`stand_in`),
+so that the enclosing block's own code is still checked; :func:`authors_own_blocks` builds without them.
+"""
+import ast
+import contextlib
+import contextvars
+import dataclasses
+import inspect
+import io
+import textwrap
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+
+from adapters import multipliers, projections
+from adapters.call_plans import MethodModule, call_plan, constant
+from adapters.masks import from_convention
+from adapters.names import CANONICAL_CALLS
+from conformance.harness import PAD
+from conformance.interface import Config, call_with_canonical_arguments
+from reference.transformer import CONFORMANCE_ROLES as REFERENCE
+
+PROBE = Config(d_model=12, h=3, d_ff=24, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=13, max_len=16)
+
+
+@dataclass
+class Binding:
+    """How one role is played: the class or function, how its constructor is fed, how it is called."""
+    role: str
+    name: str
+    target: object
+    constructor: dict = field(default_factory=dict)   # argument -> what feeds it
+    call: list = field(default_factory=list)           # forward argument -> canonical input
+    notes: list = field(default_factory=list)
+    works: bool = True
+    """False when bound although it fails under the canonical call (the best candidate there was)."""
+    layout: str = None
+    """``SEQUENCE_FIRST`` for code written for (sequence, batch, d_model) tensors, found by behaviour."""
+    part_of: tuple = None
+    """``(enclosing binding, path, bindings)`` for a block found inside a bound block (:func:`parts_in_built_blocks`)
+    and built as that block builds it; the path is None for a method of the enclosing block."""
+    masks: str = None
+    """The mask convention of this role where its masks have another shape than the others' (found by behaviour:
+    a layer taking key-padding vectors, its attention block taking masks with a head axis)."""
+    found_in: str = None
+    """The role of the bound block this one was found in (:func:`parts_in_built_blocks`)."""
+    adds_table: bool = False
+    """A positional encoding that returns its table, which its caller adds to the embeddings."""
+    takes_token_ids: bool = False
+    """A stack or layer that embeds token ids itself: its canonical call (vectors) fails, yet the blocks that build
+    it call it with tokens, so they are built with it and not with a stand-in."""
+    target_shift: str = None
+    """A model whose forward shifts the target itself (:mod:`adapters.alignment`), observed by calling it."""
+
+    @property
+    def composes(self):
+        """Whether the blocks that build this one are built with it (else with the reference's in its place)."""
+        return self.works or self.takes_token_ids
+
+    def describe(self):
+        parts = [f"{self.role}: {self.name}"]
+        if self.constructor:
+            parts.append("(" + ", ".join(f"{k}={v}" for k, v in self.constructor.items()) + ")")
+        if self.call:
+            parts.append("called as (" + ", ".join(f"{k}<-{v}" for k, v in self.call) + ")")
+        return " ".join(parts + self.notes)
+
+
+def canonical_value(canonical, cfg, role):
+    if canonical.startswith("value:"):
+        return constant(canonical)
+    values = dataclasses.asdict(cfg)
+    if canonical in ("d_k", "d_v"):
+        return cfg.d_model // cfg.h
+    if canonical == "pad_idx":
+        return PAD
+    if canonical == multipliers.D_FF_PER_D_MODEL:
+        return multipliers.multiple(cfg)
+    if canonical == "vocab_size" and role == "model":
+        return cfg.src_vocab
+    return values[canonical]
+
+
+def probe_build(binding, bindings, convention="keep"):
+    """``binding`` built on the probe configuration (its prints swallowed), or None when its own code fails there
+    (its checks say what is wrong with it)."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return build_from_plan(binding, PROBE, bindings, convention=convention)
+    except Exception:  # the candidate's own code
+        return None
+
+
+def config_fields(target, parameter):
+    """``{field: default}`` when ``parameter`` of ``target``'s constructor takes a configuration object: its
+    annotation (or the global its name or annotation names) is a plain class of the submission's own that builds
+    with no arguments (``config: VanillaTransformerConfig``); else None. The class is remembered for building."""
+    annotation = parameter.annotation
+    namespace = getattr(getattr(target, "__init__", None), "__globals__", {})
+    if isinstance(annotation, str):
+        annotation = namespace.get(annotation)
+    if not inspect.isclass(annotation) or issubclass(annotation, (nn.Module, torch.Tensor)) \
+            or annotation.__module__ in ("builtins", "typing") or annotation.__module__.startswith("torch"):
+        return None
+    try:
+        fields = {p.name: p.default for p in inspect.signature(annotation).parameters.values()}
+        annotation()
+    except Exception:  # not a configuration that builds on its defaults
+        return None
+    if not fields or any(default is inspect.Parameter.empty for default in fields.values()):
+        return None
+    config_fields.classes[(target, parameter.name)] = annotation
+    return fields
+
+
+config_fields.classes = {}
+
+
+def stack_layer_role(role):
+    return {"encoder": "encoder_layer", "decoder": "decoder_layer"}.get(role)
+
+
+def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
+    """Instantiate ``binding.target`` with canonical arguments and freshly built sub-blocks (``convention``: the
+    code's mask convention, for the stand-ins of :func:`standing_in`)."""
+    if depth > 4:
+        raise RecursionError("sub-blocks nest too deeply")
+    if binding.part_of is not None:
+        owner, path, within = binding.part_of
+        block = build_from_plan(owner, cfg, within, depth + 1, convention)
+        if path is None:
+            return MethodModule(block, binding.target.__name__)
+        return (projections.with_projections(block, path) if binding.role == "multi_head_attention"
+                else block.get_submodule(path))
+    kwargs = {}
+    vocabularies = sub_block_vocabularies(binding.constructor, cfg) if binding.role == "model" else {}
+    for argument, source in binding.constructor.items():
+        if argument == "**":
+            inner = bindings.get(stack_layer_role(binding.role))
+            if inner is not None:
+                for name, inner_source in inner.constructor.items():
+                    if not inner_source.startswith("role:") and inner_source != "layers" and name != "**":
+                        kwargs[name] = canonical_value(inner_source, cfg, inner.role)
+        elif source.startswith("role:"):
+            sub_cfg = dataclasses.replace(cfg, vocab_size=vocabularies[argument]) if argument in vocabularies else cfg
+            kwargs[argument] = build_sub_block(bindings[source[5:]], sub_cfg, bindings, depth + 1, convention)
+        elif source == "config":
+            kwargs[argument] = config_fields.classes[(binding.target, argument)]()
+        elif "." in argument:
+            continue  # a field of a configuration object, set below
+        elif source == "layers":
+            layer = bindings[stack_layer_role(binding.role) or "encoder_layer"]
+            kwargs[argument] = nn.ModuleList(build_from_plan(layer, cfg, bindings, depth + 1, convention)
+                                             for _ in range(cfg.N))
+        else:
+            kwargs[argument] = canonical_value(source, cfg, binding.role)
+    for argument, source in binding.constructor.items():
+        if "." in argument:
+            holder, field_name = argument.split(".", 1)
+            setattr(kwargs[holder], field_name, canonical_value(source, cfg, binding.role))
+    with standing_in(binding, cfg, bindings, convention):
+        built = binding.target(**kwargs)
+    if not isinstance(built, nn.Module):  # a function that builds no module: not the builder of a role
+        raise TypeError(f"{binding.name} returned {type(built).__name__}, not a torch.nn.Module")
+    return built
+
+
+def constructed_by_name(binding, bindings):
+    """The broken bindings (they fail under their canonical call) whose class ``binding``'s ``__init__`` builds
+    itself, by its global name (``self.attn = MultiHeadAttention(n_head, d_model, ...)``); not a class without a
+    forward of its own (nothing tells how the block calls it: the crash it causes is the finding)."""
+    init = getattr(binding.target, "__init__", None)
+    code, namespace = getattr(init, "__code__", None), getattr(init, "__globals__", {})
+    if code is None or not inspect.isclass(binding.target):
+        return []
+    return [b for b in bindings.values() if not b.composes and b is not binding and inspect.isclass(b.target)
+            and b.target.forward is not nn.Module.forward and b.name in code.co_names
+            and namespace.get(b.name) is b.target]
+
+
+AUTHORS_OWN = contextvars.ContextVar("authors_own", default=None)
+"""While :func:`authors_own_blocks` lasts: the list of the roles whose reference graft could not be avoided."""
+
+
+@contextlib.contextmanager
+def authors_own_blocks():
+    """Build blocks from the author's own sub-blocks only, broken or not: no stand-in, and a reference graft only
+    where the author's sub-block cannot even be built (its role is then added to the list this yields), so that a
+    block runs as its author wrote it."""
+    grafted = []
+    token = AUTHORS_OWN.set(grafted)
+    try:
+        yield grafted
+    finally:
+        AUTHORS_OWN.reset(token)
+
+
+@contextlib.contextmanager
+def standing_in(binding, cfg, bindings, convention):
+    """While ``binding``'s class is built, the broken classes it builds by name are replaced in its module by
+    stand-ins (:func:`stand_in`), so that its own code is still checked (the grafting of :func:`build_sub_block`
+    for blocks a class makes itself)."""
+    broken = constructed_by_name(binding, bindings) if AUTHORS_OWN.get() is None else []
+    namespace = binding.target.__init__.__globals__ if broken else {}
+    for b in broken:
+        namespace[b.name] = stand_in(b, cfg, convention)
+    try:
+        yield
+    finally:
+        for b in broken:
+            namespace[b.name] = b.target
+
+
+def returns_tuple(cls):
+    """Whether the class's forward returns a tuple (``return out, weights``), read from its source."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    return any(isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) for node in ast.walk(tree))
+
+
+def stand_in(broken, cfg, convention):
+    """A class taking the broken class's constructor and forward arguments that computes the reference's role: the
+    hyperparameters read from the constructor's arguments (by the binding's plan), the inputs from the forward's
+    (masks in the code's ``convention``), a tuple returned if the broken forward returns one."""
+    signature = inspect.signature(broken.target)
+    parameters = list(inspect.signature(broken.target.forward).parameters.values())[1:]
+    plan = call_plan(parameters, CANONICAL_CALLS[broken.role])
+    pair = returns_tuple(broken.target)
+    fields = {f.name for f in dataclasses.fields(Config)}
+
+    class StandIn(nn.Module):
+        grafted_by_checker = True
+
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+            arguments = signature.bind(*args, **kwargs).arguments
+            values = {broken.constructor[n]: v for n, v in arguments.items()
+                      if broken.constructor.get(n) in fields and isinstance(v, (int, float))}
+            self.reference = grafted_reference(broken.role, dataclasses.replace(cfg, **values))
+
+        def forward(self, *args, **kwargs):
+            given = inspect.Signature(parameters).bind(*args, **kwargs).arguments
+            named = {c: given.get(p.name) for p, c in zip(parameters, plan) if c}
+            inputs = []
+            for canonical in CANONICAL_CALLS[broken.role]:
+                value = named.get(canonical)
+                if canonical in ("key", "value") and value is None:
+                    value = named.get("query")  # a self-attention forward(x, mask)
+                if canonical.endswith("mask") and isinstance(value, torch.Tensor):
+                    value = from_convention(value, convention)
+                    value = value[:, 0] if value.dim() == 4 else value  # a head axis the reference adds itself
+                inputs.append(value)
+            out = self.reference(*inputs)
+            return (out, None) if pair else out
+
+    StandIn.__name__ = StandIn.__qualname__ = f"{broken.name}StandIn"
+    return StandIn
+
+
+SOURCE_WORDS, TARGET_WORDS = ("src", "source", "input", "enc"), ("tgt", "trg", "target", "output", "dec")
+
+
+def sub_block_vocabularies(constructor, cfg):
+    """``{argument: vocabulary size}`` for the embeddings, stacks and generator a model receives built: the source
+    side (and an encoder that embeds) gets src_vocab, the target side, a decoder and the generator tgt_vocab (an
+    embedding's side by the argument's name, else by order)."""
+    sizes, embeddings = {}, [a for a, s in constructor.items() if s == "role:embedding"]
+    for i, argument in enumerate(embeddings):
+        name = argument.lower()
+        target = any(w in name for w in TARGET_WORDS) or (i > 0 and not any(w in name for w in SOURCE_WORDS))
+        sizes[argument] = cfg.tgt_vocab if target else cfg.src_vocab
+    sizes.update({a: cfg.tgt_vocab for a, s in constructor.items() if s in ("role:generator", "role:decoder")})
+    sizes.update({a: cfg.src_vocab for a, s in constructor.items() if s == "role:encoder"})  # (stacks that embed)
+    return sizes
+
+
+def grafted_reference(role, cfg):
+    """The reference's block of ``role``, built in place of a candidate's broken one and marked so
+    (``grafted_by_checker``: its code is not the candidate's, so what it does is no finding of the candidate's)."""
+    block = call_with_canonical_arguments(REFERENCE[role], cfg)
+    block.grafted_by_checker = True
+    return block
+
+
+def is_graft(module):
+    """Whether ``module`` is a block of the reference's built in place of the candidate's (or a stand-in for one)."""
+    return getattr(module, "grafted_by_checker", False) is True
+
+
+def build_sub_block(binding, cfg, bindings, depth, convention="keep"):
+    """A sub-block handed to a constructor (``EncoderBlock(features, attention_block, ...)``): the candidate's own,
+    or, when the candidate's cannot even be built (its own checks report why), the reference's, so that the
+    enclosing block's own code is still checked (the mapping notes say so)."""
+    own = AUTHORS_OWN.get()
+    if not binding.composes and own is None:
+        return grafted_reference(binding.role, cfg)
+    try:
+        return build_from_plan(binding, cfg, bindings, depth, convention)
+    except Exception:  # the candidate's own code; its role's checks report the error
+        if own is not None:
+            own.append(binding.role)
+        return grafted_reference(binding.role, cfg)
+
+
+def builds(binding, bindings):
+    """None when ``binding`` builds on the probe configuration, else the error."""
+    try:
+        build_from_plan(binding, PROBE, bindings)
+    except Exception as exc:  # the candidate's own code
+        return f"{type(exc).__name__}: {exc}"
+    return None

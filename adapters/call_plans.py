@@ -1,0 +1,296 @@
+"""Plan calls: which canonical input feeds each parameter of a candidate's forward (or method), and the values given.
+
+Forward arguments are mapped by name, then by the words of long names, then by position (:func:`call_plan`); masks
+go in torch's two parts where the code takes them so, padding as sequence lengths where a parameter is named for
+them, and arguments the math does not use get a harmless constant. The planned call is then made with the canonical
+inputs (:func:`argument_values`), in the code's tensor layout (:data:`SEQUENCE_FIRST`) and mask convention.
+"""
+import ast
+import inspect
+import re
+
+import torch
+import torch.nn as nn
+
+from adapters.lint import self_attributes
+from adapters.masks import LENGTHS, mask_lengths, to_convention, torch_mask
+from adapters.names import CALL_NAMES, CANONICAL_CALLS, normalize
+
+
+def constant(source):
+    """The value of a ``value:...`` entry of a constructor or call plan (a harmless constant, or a probe value of
+    :func:`learn_arguments`)."""
+    return ast.literal_eval(source.removeprefix("value:"))
+
+
+def forward_parameters(target):
+    """The parameter names of the forward (or of the function) after ``self``."""
+    function = (getattr(target.block, target.method) if isinstance(target, MethodModule) else
+                target.forward if isinstance(target, nn.Module) else target)
+    try:
+        return [p for p in inspect.signature(function).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+
+
+def call_plan(parameters, wanted, torch_style=False):
+    """Which canonical input (of ``wanted``) feeds each forward parameter: by name first, then by position;
+    parameters with defaults that match nothing keep their defaults. Masks come in torch's two parts when a
+    parameter is named for padding, or when the code's other calls take them so (``torch_style``)."""
+    plan = [None] * len(parameters)
+    for i, p in enumerate(parameters):
+        n = normalize(p.name)
+        plan[i] = lengths_of(p.name, wanted, plan)
+        for canonical in wanted if plan[i] is None else ():
+            if n in {normalize(s) for s in CALL_NAMES[canonical]} and canonical not in plan:
+                if canonical in ("src_mask",) and "tgt_mask" in wanted and n in ("mask", "attnmask", "attentionmask"):
+                    continue
+                plan[i] = canonical
+                break
+    if torch_style or any("paddingmask" in normalize(p.name) for p in parameters):
+        return torch_style_plan(parameters, plan, wanted)
+    for i, p in enumerate(parameters):
+        if plan[i] is None:
+            guess = by_words(p.name, [c for c in wanted if c not in plan])
+            plan[i] = guess
+    for i, p in enumerate(parameters):
+        if plan[i] is None:
+            remaining = [c for c in wanted if c not in plan]
+            if normalize(p.name) in ("dk", "dkey", "headdim"):
+                plan[i] = "d_k"
+            elif remaining and p.default is p.empty:
+                plan[i] = remaining[0]
+            elif p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                plan[i] = harmless_argument(p.name)
+    return plan
+
+
+def lengths_of(name, wanted, plan):
+    """``"src_mask:lengths"`` (or the target's) for a forward parameter named for sequence lengths (``src_lengths``,
+    ``tgt_lens``, ``lengths``): padding given as the length of each sequence, the masks built from it by the code
+    itself; else None."""
+    words = set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()))
+    if not words & {"lengths", "lens", "seqlens"}:
+        return None
+    target = bool(words & WORDS["target"] - {"output", "out"})
+    mask = "tgt_mask" if target else "src_mask"
+    taken = {c for c in plan if c}
+    if mask not in wanted or f"{mask}:{LENGTHS}" in taken:
+        return None
+    return f"{mask}:{LENGTHS}"
+
+
+def torch_style_plan(parameters, plan, wanted):
+    """The plan of a call in torch's convention, whose masks come in two parts (``src_key_padding_mask`` (batch,
+    key) and ``src_mask`` (query, key), True = blocked, as ``nn.TransformerEncoderLayer`` takes them): each mask
+    parameter gets the ``padding`` or the ``attention`` part of the canonical mask its name names (the target's,
+    else the source's), the other inputs as planned, and what is left its default (None when it has none)."""
+    masks = [c for c in wanted if c.endswith("mask")]
+    for i, p in enumerate(parameters):
+        n = normalize(p.name)
+        if "mask" not in n:
+            if plan[i] is None:
+                plan[i] = by_words(p.name, [c for c in wanted if c not in plan and not c.endswith("mask")])
+            continue
+        words = set(re.findall(r"[a-z]+", p.name.lower()))
+        base = "tgt_mask" if words & {"tgt", "trg", "target"} and "tgt_mask" in masks else masks[0] if masks else None
+        plan[i] = f"{base}:{'padding' if 'paddingmask' in n else 'attention'}" if base else "value:None"
+    for i, p in enumerate(parameters):
+        if plan[i] is None:
+            remaining = [c for c in wanted if not c.endswith("mask") and c not in plan]
+            plan[i] = remaining[0] if remaining and p.default is p.empty else (
+                "value:None" if p.default is p.empty else None)
+    return plan
+
+
+WORDS = {
+    "source": {"src", "source", "enc", "encoder", "input", "inp"},
+    "target": {"trg", "tgt", "target", "dec", "decoder", "output", "out"},
+    "encoded": {"representations", "representation", "repr", "reps", "memory", "hidden", "states", "encoded",
+                "outputs", "output", "out", "enc"},
+}
+"""The words long argument names are made of (``trg_token_ids_batch``, ``src_representations_batch``)."""
+
+
+def by_words(name, remaining):
+    """The canonical input of ``remaining`` a long argument name spells out in words, or None: a mask of the
+    target or the source (or the only mask left), the encoder's output (``src_representations_batch``: source
+    words and an encoded one), the source or the target tokens."""
+    words = set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()))
+    source, target = bool(words & WORDS["source"]), bool(words & WORDS["target"] - {"output", "out"})
+    masks = [c for c in remaining if c.endswith("mask")]
+    if "mask" in words or "masks" in words:  # (the one mask left, when the name says neither side)
+        wanted = "tgt_mask" if target else "src_mask" if source else masks[0] if len(masks) == 1 else None
+    elif "memory" in remaining and source and words & WORDS["encoded"] - {"enc"}:
+        wanted = "memory"
+    else:
+        wanted = "tgt" if target else "src" if source else None
+    return wanted if wanted in remaining else None
+
+
+def harmless_argument(name):
+    """What a required call argument the math does not use is given (``device`` -> "cpu"; a dropout module, a
+    decoding cache or state -> None), as a ``value:`` entry of a call plan; None when its name says nothing."""
+    n = normalize(name)
+    if "device" in n:
+        return "value:'cpu'"
+    if any(word in n for word in ("dropout", "cache", "state", "past", "incremental")):
+        return "value:None"
+    return None
+
+
+def first_tensor(result):
+    """Blocks that return tuples (output, weights) or lists: the first tensor is the output."""
+    while isinstance(result, (tuple, list)) and result:
+        result = result[0]
+    return result
+
+
+SEQUENCE_FIRST = "sequence first"
+"""The layout of code written for torch's default (sequence, batch, d_model) tensors (``batch_first=False``)."""
+SEQUENCES = ("x", "query", "key", "value", "memory", "tokens", "src", "tgt")
+
+
+def in_layout(named, layout):
+    """The canonical (batch-first) inputs ``named`` in the code's ``layout``."""
+    if layout != SEQUENCE_FIRST:
+        return named
+    return {k: v.transpose(0, 1) if k in SEQUENCES and isinstance(v, torch.Tensor) and v.dim() >= 2 else v
+            for k, v in named.items()}
+
+
+def from_layout(out, layout):
+    """An output in the code's ``layout`` as a batch-first one."""
+    if layout == SEQUENCE_FIRST and isinstance(out, torch.Tensor) and out.dim() >= 2:
+        return out.transpose(0, 1)
+    return out
+
+
+class MethodModule(nn.Module):
+    """A method of a built block as a module of its own (``Transformer.get_position_encoding(x)``): the block moves
+    with it, but its parameters are not this module's."""
+
+    def __init__(self, block, method):
+        super().__init__()
+        object.__setattr__(self, "block", block)  # (not registered: its parameters belong to the block's role)
+        self.method = method
+
+    def forward(self, *args, **kwargs):
+        return getattr(self.block, self.method)(*args, **kwargs)
+
+    def _apply(self, fn, *args, **kwargs):
+        self.block._apply(fn, *args, **kwargs)
+        return super()._apply(fn, *args, **kwargs)
+
+    def train(self, mode=True):
+        self.block.train(mode)
+        return super().train(mode)
+
+
+def positions_of(x):
+    """Token ids (ones) of the shape of the embeddings ``x`` without their feature axis: what a positional encoding
+    that its caller calls with the tokens is given."""
+    return torch.ones(x.shape[:-1], dtype=torch.long, device=x.device)
+
+
+def returns_table(out, x, known=False):
+    """Whether a positional encoding returned its (length, d_model) table for ``x`` (or (1, length, d_model))
+    rather than ``x`` plus it; ``known``: discovery found that it does, so a batch of one says nothing else."""
+    return isinstance(out, torch.Tensor) and x.dim() == 3 and out.shape[-2:] == x.shape[1:] and (
+        out.dim() == 2 or out.dim() == 3 and out.size(0) == 1 and (x.size(0) > 1 or known))
+
+
+def setup_call(inner, role, taken):
+    """``(name, plan)`` of the set-up method of ``inner`` (:func:`setup_method`) when each of its parameters gets a
+    canonical input its forward does not take (``init_keys(key)``), else ``(None, [])``."""
+    name = setup_method(type(inner))
+    if name is None:
+        return None, []
+    try:
+        required = [p for p in inspect.signature(getattr(inner, name)).parameters.values() if p.default is p.empty]
+    except (TypeError, ValueError):
+        return None, []
+    plan = plan_arguments(getattr(inner, name), [c for c in CANONICAL_CALLS[role] if c not in taken])
+    fed = {n for n, c in plan if not c.startswith("value:")}
+    return (name, plan) if required and all(p.name in fed for p in required) else (None, [])
+
+
+def setup_method(cls):
+    """The method other than ``__init__`` and ``forward`` that sets state ``forward`` reads and ``__init__`` does
+    not set (``init_keys(self, key): self.proj_key = ...``), or is named to (``init_keys(self, states)`` passing
+    them on to its sub-layers), or None."""
+    made, read = self_attributes(cls.__init__), self_attributes(cls.forward, ast.Load)
+    if made is None or read is None:
+        return None
+    for name, method in vars(cls).items():
+        if name in ("__init__", "forward") or name.startswith("_") or not inspect.isfunction(method) \
+                or any(word in name for word in ("weight", "param", "reset")):
+            continue
+        sets = self_attributes(method)
+        if sets is not None and (sets - made & read or name.startswith(("init_", "set_", "prepare"))):
+            return name
+    return None
+
+
+def inputs_not_accepted(function, arguments, wanted, shown, skip=0):
+    """``(the inputs wanted (a role's canonical call) that no parameter of function receives, its signature as
+    shown)``, from the call plan ``arguments``; nothing for a function taking ``*args`` or ``**kwargs``."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())[skip:]
+    except (TypeError, ValueError):
+        return [], None
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+        return [], None
+    taken = {c.split(":")[0] for _, c in arguments}
+    return [c for c in wanted if c not in taken], f"{shown}({', '.join(p.name for p in parameters)})"
+
+
+def adapt_arguments(arguments, named, convention):
+    """Keyword arguments for the candidate from the canonical inputs ``named``."""
+    named = dict(named)
+    if "query" in named:
+        named["d_k"] = named["query"].size(-1)
+    return argument_values(arguments, named, convention)
+
+
+def argument_values(arguments, named, convention):
+    """Keyword arguments from the canonical inputs ``named`` by the call plan ``arguments``: masks in the code's
+    ``convention``, and the harmless constants the plan gives what the math does not use (``value:...``)."""
+    values = {}
+    for name, c in arguments:
+        if c.startswith("value:"):
+            values[name] = constant(c)
+        elif c.endswith(":" + LENGTHS) and c.split(":")[0] in named:
+            values[name] = mask_lengths(named[c.split(":")[0]])
+        elif ":" in c and c.split(":")[0] in named:
+            values[name] = torch_mask(named[c.split(":")[0]], c.split(":")[1])
+        elif c in named:
+            values[name] = to_convention(named[c], convention) if c.endswith("mask") else named[c]
+    return values
+
+
+def plan_arguments(function, wanted, torch_style=False):
+    """(parameter name, canonical input) pairs for a forward or method, by name and then by position."""
+    parameters = forward_parameters(function)
+    return [(p.name, c) for p, c in zip(parameters, call_plan(parameters, wanted, torch_style)) if c]
+
+
+def in_torch_style(arguments):
+    """Whether a call plan gives masks in torch's two parts."""
+    return any(c.endswith((":padding", ":attention")) for _, c in arguments)
+
+
+def padding_by_lengths(bindings):
+    """``"lengths"`` when the bound model's forward takes its padding as sequence lengths (:func:`lengths_of`),
+    else None: the checks then pad at the end of each sequence, as lengths can say."""
+    model = bindings.get("model")
+    if model is None or not inspect.isclass(model.target):
+        return None
+    try:
+        parameters = [p for p in list(inspect.signature(model.target.forward).parameters.values())[1:]
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return None
+    plan = call_plan(parameters, CANONICAL_CALLS["model"])
+    return LENGTHS if any(c and c.endswith(":" + LENGTHS) for c in plan) else None

@@ -1,0 +1,194 @@
+"""Find candidates: the classes and functions of a submission's own code that may play each role, ranked.
+
+By name first (the synonym families of :mod:`adapters.names`, fuzzily, or a word of a longer name), then by what a
+candidate does where its name says nothing: a LayerNorm, an embedding, a positional encoding found by behaviour on
+the probe configuration (:data:`SIGNATURES`), a function that makes a causal mask, a class taking two vocabularies.
+"""
+import contextlib
+import functools
+import inspect
+import io
+import re
+
+import torch
+import torch.nn as nn
+
+from adapters.building import PROBE, Binding, config_fields, probe_build
+from adapters.call_plans import returns_table
+from adapters.construction import constructor_plan_or_none
+from adapters.masks import infer_convention
+from adapters.names import (ROLE_NAMES, ROLE_WORDS, argument_role, name_score, names_another_role_exactly,
+                            names_the_role, normalize)
+from conformance.interface import FUNCTION_ROLES
+from conformance.probes import ignores_input_scale
+
+
+def candidates(namespace, modules):
+    """Classes (nn.Module subclasses) and functions defined by the code itself (in one of ``modules``, the names of
+    the submission's own modules), and static methods of its classes."""
+    found = {}
+    for name, obj in list(namespace.items()):
+        if name.startswith("_") or getattr(obj, "__module__", None) not in modules:
+            continue
+        if inspect.isclass(obj) and issubclass(obj, nn.Module):
+            found[name] = obj
+            for attribute, value in vars(obj).items():
+                if isinstance(value, staticmethod):
+                    found[f"{name}.{attribute}"] = value.__func__
+        elif inspect.isfunction(obj):
+            found[name] = obj
+    return found
+
+
+ROLE_ORDER = ("layer_norm", "feed_forward", "attention", "multi_head_attention", "embedding", "positional_encoding",
+              "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "generator",
+              "padding_mask", "subsequent_mask", "model")
+
+
+def accepts(role, obj):
+    if role in ("padding_mask", "subsequent_mask"):
+        return inspect.isfunction(obj)
+    if role == "attention":
+        return True
+    if role == "model":
+        return True
+    return inspect.isclass(obj)
+
+
+def ranked(role, found, taken, prefer=frozenset()):
+    """Candidates for ``role``, those named in ``prefer`` first, then (for the model) the functions that build it
+    as its author does (``make_model``, rather than a class built of the checker's guesses), then best name first;
+    an object already bound to another role is not a candidate. A function whose name says nothing is still a
+    subsequent-mask helper when it makes one (:func:`makes_causal_mask`), ranked after the names."""
+    scored = []
+    for name, obj in found.items():
+        if name in taken or not accepts(role, obj):
+            continue
+        short = name.rsplit(".", 1)[-1]
+        score = name_score(short, ROLE_NAMES[role])
+        if score < 1 and names_another_role_exactly(short, role):
+            continue
+        if not score and (any(word in normalize(short) for word in ROLE_WORDS.get(role, ()))
+                          or names_the_role(short, role)):
+            score = WORD_SCORE
+        if not score and role == "subsequent_mask" and makes_causal_mask(obj):
+            score = BEHAVIOUR_SCORE
+        if not score and role == "model" and takes_two_vocabularies(obj):
+            score = BEHAVIOUR_SCORE
+        if not score and role in SIGNATURES and inspect.isclass(obj) and acts_as(role, obj):
+            score = BEHAVIOUR_SCORE
+        if score:
+            scored.append((score, name, obj))
+    return sorted(scored, key=lambda t: (t[1] not in prefer, not (role == "model" and inspect.isfunction(t[2])),
+                                         -t[0]))
+
+
+WORD_SCORE = 0.8
+BEHAVIOUR_SCORE = 0.5
+"""The rank of a candidate found by what it does, not by its name (below every name that counts)."""
+
+
+def normalizes(module, x):
+    """§3.1 LayerNorm: vector parameters of its own only (a gain, a bias; no parameterised children), and the same
+    output for ``x`` and ``4 x``."""
+    return all(p.dim() <= 1 for p in module.parameters(recurse=False)) \
+        and not any(True for child in module.children() for _ in child.parameters()) \
+        and ignores_input_scale(module, x)
+
+
+def looks_up_tokens(module, x):
+    """§3.4 embeddings: token ids to d_model vectors, one vector per token wherever it stands."""
+    tokens = torch.randint(0, PROBE.vocab_size, x.shape[:2], generator=torch.Generator().manual_seed(1))
+    tokens[1, 3] = tokens[0, 0]
+    out = module(tokens)
+    return isinstance(out, torch.Tensor) and out.is_floating_point() and out.shape == x.shape \
+        and torch.allclose(out[0, 0], out[1, 3])
+
+
+def adds_positions(module, x):
+    """§3.5 positional encodings: what the block adds to its input (or returns, its table) depends on the position
+    only: the same for another input, and not the same at every position."""
+    other = torch.randn(x.shape, generator=torch.Generator().manual_seed(2))
+    first, second = module(x), module(other)
+    if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)):
+        return False
+    if first.shape == x.shape and torch.allclose(first - x, second - other, atol=1e-5):
+        added = first - x
+    elif returns_table(first, x, known=True) and torch.equal(first, second):
+        added = first.reshape(x.shape[1:])
+    else:
+        return False
+    rows = added.reshape(-1, added.shape[-1])  # one row of d_model features per position (and sample)
+    return not torch.allclose(rows, rows[:1].expand_as(rows))
+
+
+SIGNATURES = {"layer_norm": normalizes, "embedding": looks_up_tokens, "positional_encoding": adds_positions}
+"""What the blocks of the roles found by behaviour do, called in eval mode on the probe configuration."""
+
+
+@functools.lru_cache(maxsize=512)
+def acts_as(role, cls):
+    """Whether module class ``cls``, built on the probe configuration from the hyperparameters its constructor names,
+    does what ``role``'s block does (:data:`SIGNATURES`), whatever it is called (``LN``, ``Tok``, ``Pos``)."""
+    module = probe_build(Binding(role, cls.__name__, cls, constructor_plan_or_none(cls, role, {})), {})
+    if not isinstance(module, nn.Module):
+        return False
+    x = torch.randn(2, 5, PROBE.d_model, generator=torch.Generator().manual_seed(0))
+    try:
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            return bool(SIGNATURES[role](module.eval(), x))
+    except Exception:  # the candidate's own code: it does not act as the role
+        return False
+
+
+def takes_two_vocabularies(cls):
+    """A module class whose constructor takes a source and a target vocabulary size, itself or in its configuration
+    object: a whole model, whatever its name (``Translator(..., src_vocab_size, tgt_vocab_size, ...)``)."""
+    try:
+        parameters = list(inspect.signature(cls).parameters.values()) if inspect.isclass(cls) else []
+    except (TypeError, ValueError):
+        return False
+    names = {argument_role(p.name) for p in parameters}
+    for p in parameters:  # or fields of its configuration object its own code reads (config.input_vocab_size, ...)
+        fields = config_fields(cls, p) or ()
+        source = inspect.getsource(cls) if fields else ""
+        names |= {argument_role(f) for f in fields if f".{f}" in source}
+    return {"src_vocab", "tgt_vocab"} <= names
+
+
+def makes_causal_mask(function):
+    """True when ``function`` takes a size (and maybe a device) and returns a 3 x 3 mask of the subsequent
+    positions in some convention (``create_mask(seq_len, device)`` -> triu(ones, 1).bool()). Only a function whose
+    code builds a triangle (``triu``/``tril``) is called: the others might train a model."""
+    try:
+        parameters = [p for p in inspect.signature(function).parameters.values() if p.default is p.empty]
+        source = inspect.getsource(function)
+    except (TypeError, ValueError, OSError):
+        return False
+    if not re.search(r"\b(triu|tril)\b", source):
+        return False
+    if not 1 <= len(parameters) <= 2:
+        return False
+    return infer_convention(function) is not None
+
+
+DEFINITION = re.compile(r"^(class|def)\s+([A-Za-z_]\w*)", re.MULTILINE)
+
+
+def roles_in_uncompiled_cells(problems, namespace, bound):
+    """``{role: (name, problem)}`` for the roles left unbound whose best candidate is defined (``class X`` or
+    ``def x`` at the top of a cell) in a cell that does not compile, so that the report says so instead of calling
+    the role missing; ``problems`` are the loader's ``CellProblem``s."""
+    found = {}
+    for problem in problems:
+        if problem.kind != "syntax":
+            continue
+        for keyword, name in DEFINITION.findall(problem.cell.source):
+            if name in namespace:
+                continue  # defined again elsewhere, and that definition is what discovery saw
+            for role in ROLE_ORDER:
+                kind_fits = role in ("attention", "model") or (keyword == "def") == (role in FUNCTION_ROLES)
+                if role not in bound and role not in found and kind_fits and name_score(name, ROLE_NAMES[role]):
+                    found[role] = (name, problem)
+                    break
+    return found

@@ -1,0 +1,265 @@
+"""Plan construction: what each constructor argument of a candidate is fed (:func:`constructor_plan`).
+
+Arguments are mapped onto the canonical hyperparameters by their names, onto built sub-blocks by their annotations
+and names (``EncoderBlock(features, attn_block, ff_block, dropout)``), and, where a name says nothing or says a size
+twice, learned by building the candidate with probe values and reading which weights took each one
+(:func:`learn_arguments`).
+"""
+import contextlib
+import inspect
+import io
+import re
+
+import torch
+import torch.nn as nn
+
+from adapters import multipliers
+from adapters.building import PROBE, Binding, build_from_plan, config_fields, probe_build, stack_layer_role
+from adapters.names import SUBMODULE_NAMES, argument_role, normalize
+
+
+def submodule_role(parameter, bindings, role):
+    """The role of a constructor argument that receives an already-built block: by annotation, then by name
+    (a generic ``layer`` or ``block`` of a stack is that stack's layer)."""
+    annotation = parameter.annotation
+    if isinstance(annotation, str):
+        annotation_name = annotation
+    else:
+        annotation_name = getattr(annotation, "__name__", "")
+    for bound_role, binding in bindings.items():
+        if annotation_name and binding.name == annotation_name:
+            return bound_role
+    if annotation_name in ("ModuleList", "list", "List"):
+        return "layers"
+    n = normalize(parameter.name)
+    if n in ("layer", "block") and stack_layer_role(role):
+        return stack_layer_role(role)
+    if n in ("layers", "encoderblocks", "decoderblocks", "blocks", "encoderlayers", "decoderlayers", "layerlist"):
+        return "layers"
+    for sub_role, names in SUBMODULE_NAMES.items():
+        if n in {normalize(s) for s in names}:
+            return sub_role
+    return None
+
+
+def constructor_plan(target, role, bindings):
+    """Map each constructor argument of ``target`` to a canonical value, a built sub-role, or its default.
+
+    Returns ``{argument: source}``; raises LookupError naming an argument nothing can feed.
+    """
+    try:
+        parameters = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    plan, counts, optional = {}, [], []
+    for p in parameters:
+        if p.kind is p.VAR_POSITIONAL:
+            continue
+        if p.kind is p.VAR_KEYWORD:
+            inner = bindings.get({"encoder": "encoder_layer", "decoder": "decoder_layer"}.get(role, ""), None)
+            plan["**"] = f"kwargs of {inner.name}" if inner else "nothing"
+            continue
+        fields = config_fields(target, p)
+        if fields is not None:  # a configuration object: its fields are planned like arguments
+            plan[p.name] = "config"
+            for field_name, default in fields.items():
+                source = config_field_source(field_name, default, role)
+                if source is None and type(default) is int:
+                    optional.append(f"{p.name}.{field_name}")
+                if source is not None or type(default) is int:
+                    plan[f"{p.name}.{field_name}"] = source
+            continue
+        canonical = argument_role(p.name)
+        sub = submodule_role(p, bindings, role) if canonical is None else None
+        if canonical == "N" and role not in ("encoder", "decoder", "model") or canonical in UNUSED_SIZES.get(role, ()):
+            canonical = None  # a size the role does not take (``d_hid`` of a positional encoding): learned
+        if canonical == "vocab_size" and role == "model":
+            canonical = "src_vocab"
+        if canonical:
+            plan[p.name] = canonical
+        elif sub == "layers":
+            plan[p.name] = "layers"
+        elif sub and sub in bindings and sub != role:
+            plan[p.name] = f"role:{sub}"
+        elif p.default is not p.empty:
+            if role in ("encoder", "decoder", "model") and type(p.default) is int:
+                counts.append(p.name)
+            continue
+        else:
+            plan[p.name] = None  # learned below, by building
+    sizes = [name for name, source in plan.items() if source in SIZES]
+    unknown = [name for name, source in plan.items() if source is None]
+    if unknown or len({plan[n] for n in sizes}) < len(sizes):  # a name that says nothing, or one size said twice:
+        unknown += sizes                                         # every size is learned by building
+    if unknown:
+        plan.update(learn_arguments(target, role, plan, unknown, bindings, optional))
+    plan = {name: source for name, source in plan.items() if source is not None}  # unlearned fields: defaults
+    plan.update(tied_to_the_width(parameters, plan))
+    plan.update(multipliers.d_ff_multipliers(role, plan, parameters, lambda trial: probe_build(
+        Binding(role, getattr(target, "__name__", str(target)), target, trial), bindings), PROBE.d_model))
+    plan.update(layer_counts(target, role, plan, [n for n in counts if n not in plan], bindings))
+    return plan
+
+
+def layer_counts(target, role, plan, names, bindings):
+    """The defaulted arguments of a stack or model, named otherwise (``n_e=6, n_d=6``), that set how many layers it
+    builds: each built with its own probe value, those that come out as the length of a list of layers mean N."""
+    probes = dict(zip(names, PROBE_SIZES))
+    trial = Binding(role, getattr(target, "__name__", target), target,
+                    {**plan, **{n: f"value:{v}" for n, v in probes.items()}})
+    module = probe_build(trial, bindings)
+    if module is None:  # the candidate's own code under probe values: its defaults stand
+        return {}
+    lengths = {len(m) for m in module.modules() if isinstance(m, (nn.ModuleList, nn.Sequential))}
+    return {name: "N" for name, value in probes.items() if value in lengths}
+
+
+def config_field_source(name, default, role):
+    """What feeds a field of a configuration object: the hyperparameter its name says, a dropout for any
+    ``*_dropout`` probability, else None (an integer is learned by building; anything else keeps its default)."""
+    canonical = argument_role(name)
+    if canonical == "N" and role not in ("encoder", "decoder", "model") or canonical in UNUSED_SIZES.get(role, ()):
+        return None
+    if canonical == "vocab_size" and role == "model":
+        return "src_vocab"
+    if canonical is None and type(default) is float and "drop" in normalize(name):
+        return "dropout"
+    return canonical
+
+
+def tied_to_the_width(parameters, plan):
+    """Defaulted arguments left out of ``plan`` whose default is the default of the argument mapped to d_model
+    (``d_word_vec=512, d_model=512``): widths the code asserts equal, given d_model too."""
+    defaults = {p.name: p.default for p in parameters if type(p.default) is int}
+    widths = {default for name, default in defaults.items() if plan.get(name) == "d_model"}
+    return {name: "d_model" for name, default in defaults.items() if name not in plan and default in widths}
+
+
+SIZES = ("d_model", "d_ff", "vocab_size", "src_vocab", "tgt_vocab", "max_len", "N")
+UNUSED_SIZES = {"positional_encoding": ("d_ff", "vocab_size"), "layer_norm": ("d_ff", "vocab_size", "max_len"),
+                "multi_head_attention": ("d_ff", "vocab_size", "max_len"), "feed_forward": ("vocab_size", "max_len")}
+"""Sizes a role's contract does not give it (``conformance.interface``): an argument named for one is learned."""
+PROBE_SIZES = (30, 42, 54, 66, 78, 90, 102, 114)
+"""Values no canonical size of :data:`PROBE` takes, each even and a multiple of its head count (a width is split
+into heads, a sinusoid table into pairs): a constructor argument built with one is found by it."""
+
+
+def learn_arguments(target, role, plan, unknown, bindings, optional=()):
+    """What constructor arguments whose names say nothing mean (``hid_dim``, ``pf_dim``, ``filter_size``,
+    ``d_word_vec``, ``enc_voc_size``, an argument the math does not use such as ``device`` or ``trg_sos_idx``), or
+    whose names say the same size twice (``d_model`` and ``hidden``), learned from what gets built: each is given
+    its own probe value, and the weights that come out say which size it is (the width of a LayerNorm or of a
+    square projection: d_model; a projection between d_model and it: d_ff; the rows of an embedding: a vocabulary
+    or, named for positions, max_len; the length of a list of layers: N). Arguments that shape no weight get a
+    harmless value (``device`` -> "cpu", an index -> 0). Raises LookupError when building fails or says nothing."""
+    name_of = getattr(target, "__name__", target)
+    probes, learned = dict(zip(unknown, PROBE_SIZES)), {}
+    for name in unknown:
+        n = normalize(name)
+        if "device" in n:
+            learned[name] = "value:'cpu'"
+        elif re.split(r"_|(?<=[a-z])(?=[A-Z])", name)[-1].lower() in ("idx", "index", "id", "token"):
+            learned[name] = "pad_idx"
+        elif "drop" in n:
+            learned[name] = "dropout"
+        elif n.startswith(("log", "use", "return", "output", "verbose", "debug")) \
+                and not n.endswith(("dim", "size", "vocab", "len", "length", "features")):  # a switch, not a size
+            learned[name] = "value:False"
+        elif "head" in n and plan.get(name) is None:  # a count of heads shapes no weight: the name is all there is
+            learned[name] = "h"
+    probes = {name: value for name, value in probes.items() if name not in learned}
+    if not probes:
+        return learned
+    trial = Binding(role, name_of, target, {**plan, **learned, **{n: f"value:{v}" for n, v in probes.items()}})
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            module = build_from_plan(trial, PROBE, bindings)
+    except Exception as exc:  # the candidate's own code under probe values
+        raise LookupError(f"cannot tell what constructor arguments {', '.join(probes)} of {name_of} are (built "
+                          f"with probe values: {type(exc).__name__}: {exc})") from None
+    d_model = next((n for n, v in probes.items() if any(
+        isinstance(m, nn.LayerNorm) and tuple(m.normalized_shape) == (v,)
+        or isinstance(m, nn.Linear) and m.in_features == m.out_features == v
+        or isinstance(m, nn.Embedding) and m.embedding_dim == v for m in module.modules())), None)
+    if d_model is None and role == "generator":  # Linear(d_model, V): the width it takes in
+        d_model = next((n for n, v in probes.items() if any(
+            isinstance(m, nn.Linear) and m.in_features == v for m in module.modules())), None)
+    if d_model is None:  # no weight: a table (a buffer or a tensor attribute, a sinusoid's) as wide as d_model
+        d_model = next((n for n, v in probes.items() if any(t.dim() >= 2 and t.shape[-1] == v
+                                                            for t in tables(module))), None)
+    if d_model is None:  # Linear(a, b) then Linear(b, a): the width the first one takes in is d_model
+        linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
+        first = next((m for m in linears if m.in_features in probes.values() and any(
+            o.in_features == m.out_features and o.out_features == m.in_features for o in linears)), None)
+        d_model = next((n for n, v in probes.items() if first is not None and v == first.in_features), None)
+    model_width = probes.get(d_model, PROBE.d_model)
+    for name, value in probes.items():
+        lists = [m for m in module.modules() if isinstance(m, nn.ModuleList) and len(m) == value]
+        rows = [m for m in module.modules() if isinstance(m, nn.Embedding) and m.num_embeddings == value]
+        positions = [t for t in tables(module) if t.dim() >= 2 and t.shape[-2] == value]
+        inner = [m for m in module.modules() if isinstance(m, nn.Linear)
+                 and {m.in_features, m.out_features} == {model_width, value}]
+        n = normalize(name)
+        if name == d_model:
+            learned[name] = "d_model"
+        elif lists:
+            learned[name] = "N"
+        elif rows:
+            learned[name] = ("max_len" if any(w in n for w in ("pos", "len", "max", "seq")) else
+                             "vocab_size" if role != "model" else
+                             "tgt_vocab" if any(w in n for w in ("tgt", "trg", "dec", "out", "target")) else "src_vocab")
+        elif inner:  # a map out of d_model: into a vocabulary for the generator, else the inner width
+            learned[name] = "vocab_size" if role == "generator" else "d_ff"
+        elif role in multipliers.FEED_FORWARD_HOLDERS and multipliers.widens(module, model_width, value):
+            learned[name] = multipliers.D_FF_PER_D_MODEL  # the inner width as a multiple of d_model
+        elif positions:  # the rows of a table kept beside the weights (a sinusoid's): one per position
+            learned[name] = "max_len"
+        elif plan.get(name) is not None:  # a size its name says, that no weight shows: the name's reading stands
+            learned[name] = plan[name]
+        elif "vocab" in n and role == "model":  # a vocabulary no table takes: the other side's table is shared
+            learned[name] = "src_vocab"
+        elif name in optional:  # a field of a configuration object: its default stands
+            learned[name] = None
+        else:
+            raise LookupError(f"cannot tell what constructor argument {name!r} of {name_of} is (built with "
+                              f"{name}={value}, no weight took that size)")
+    return learned
+
+
+def tables(module):
+    """The tensors a module keeps besides its parameters: buffers, and tensors set as plain attributes."""
+    for m in module.modules():
+        yield from m.buffers(recurse=False)
+        yield from (v for v in vars(m).values() if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter))
+
+
+def hyperparameters_fed(binding, bindings, depth=0):
+    """The canonical hyperparameters (sizes, h, dropout) that reach ``binding``'s constructor, its own and its
+    sub-blocks' (a feed-forward network whose width is fixed in its code, ``4 * d_model``, is not fed d_ff)."""
+    if binding.part_of is not None:  # what its block is fed; a method of a block takes no constructor argument
+        return hyperparameters_fed(binding.part_of[0], bindings, depth + 1) if binding.part_of[1] else set()
+    fed = set()
+    for source in binding.constructor.values():
+        inner = (bindings.get(source[5:]) if source.startswith("role:")
+                 else bindings.get(stack_layer_role(binding.role) or "") if source in ("layers",) or "kwargs of" in source
+                 else None)
+        if inner is not None and inner is not binding and depth < 4:
+            fed |= hyperparameters_fed(inner, bindings, depth + 1)
+        elif source in SIZES + ("h", "dropout"):
+            fed.add(source)
+        elif source == multipliers.D_FF_PER_D_MODEL:
+            fed.add("d_ff")
+    return fed
+
+
+def constructor_plan_or_none(cls, role, bindings):
+    try:
+        return constructor_plan(cls, role, bindings)
+    except (LookupError, ValueError, TypeError):
+        return {}
+
+
+def builds_a_module(role, target):
+    """Whether ``target`` is built from canonical hyperparameters: a module class, or a function building the
+    model (``make_model(src_vocab, tgt_vocab, N, ...)``)."""
+    return inspect.isclass(target) or (role == "model" and inspect.isfunction(target))

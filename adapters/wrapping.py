@@ -1,0 +1,303 @@
+"""Wrap a bound candidate under its role's canonical call: the builders and callables an Implementation holds.
+
+A module role is built from its plan and wrapped (:class:`Adapted`, :class:`AdaptedModel` for the whole model,
+through its forward or its ``encode`` and ``decode``); a function role (attention, the mask helpers) becomes a
+callable taking the canonical arguments. Inputs are given by the call plan, masks in the code's convention, tensors
+in its layout.
+"""
+import copy
+import dataclasses
+import inspect
+
+import torch
+import torch.nn as nn
+
+from adapters import alignment
+from adapters.building import PROBE, build_from_plan, probe_build
+from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, argument_values, first_tensor, from_layout,
+                                 in_layout, in_torch_style, inputs_not_accepted, plan_arguments, positions_of,
+                                 returns_table, setup_call)
+from adapters.construction import hyperparameters_fed
+from adapters.masks import from_convention
+from adapters.names import CANONICAL_CALLS, normalize
+from conformance.harness import PAD
+from conformance.interface import FUNCTION_ROLES, Config
+
+
+class Transparent(nn.Module):
+    """A wrapper whose parameters are named as in the wrapped module (``w_q.weight``, not ``inner.w_q.weight``), so
+    that checks matching parameter names (the reference's weights copied by name) see the candidate's own."""
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self.inner.named_parameters(prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate)
+
+
+class Adapted(Transparent):
+    """A candidate module under the canonical call of its role (inputs by name, masks converted, tensors in the
+    code's layout)."""
+
+    def __init__(self, inner, role, convention, layout=None, arguments=None, tokens_for_positions=False,
+                 adds_table=False):
+        super().__init__()
+        self.inner, self.role, self.convention, self.layout = inner, role, convention, layout
+        self.arguments = arguments or plan_arguments(inner, CANONICAL_CALLS[role])
+        self.tokens_for_positions, self.adds_table = tokens_for_positions, adds_table
+        """A positional encoding called with token ids (only their shape counts) instead of the embeddings."""
+        self.setup, self.setup_arguments = setup_call(inner, role, {c for _, c in self.arguments})
+
+    def forward(self, *args):
+        named = in_layout(dict(zip(CANONICAL_CALLS[self.role], args)), self.layout)
+        if self.setup:  # state the forward reads, set first as the author's own code does (init_keys(key))
+            getattr(self.inner, self.setup)(**argument_values(self.setup_arguments, named, self.convention))
+        given = dict(named, x=positions_of(named["x"])) if self.tokens_for_positions else named
+        out = first_tensor(self.inner(**adapt_arguments(self.arguments, given, self.convention)))
+        if self.role == "positional_encoding" and returns_table(out, named["x"], self.adds_table):
+            out = named["x"] + out  # the (length, d_model) table alone: its caller adds it, as the author's does
+        if self.role in ("encoder", "decoder") and isinstance(out, torch.Tensor) and out.dim() == 4 \
+                and out.shape[1:3] == named["x"].shape[:2]:
+            out = out[-1]  # every layer's output stacked on a new first axis (DETR's decoder): the last layer's
+        return from_layout(out, self.layout)
+
+    def around(self, inner):
+        """This adapter (its call plan, masks and layout) around ``inner``, another instance of its module's class
+        (one built inside a block), sharing nothing else with it."""
+        other = copy.copy(self)
+        other._modules = dict(self._modules, inner=inner)
+        return other
+
+    def inputs_not_accepted(self):
+        """See :func:`inputs_not_accepted`; nothing for a forward not defined at all (its own error says why)."""
+        forward = type(self.inner).forward
+        if forward is nn.Module.forward:
+            return [], None
+        missing, signature = inputs_not_accepted(forward, self.arguments, CANONICAL_CALLS[self.role],
+                                                 f"{type(self.inner).__name__}.forward", skip=1)
+        return [c for c in missing if c not in {c for _, c in self.setup_arguments}], signature
+
+
+class AdaptedModel(Transparent):
+    """A whole model under the canonical call: through its own ``forward`` when that takes the source and the
+    target, else through its ``encode`` and ``decode`` methods. Its output is the decoder output (``d_model``
+    features): the call's own result when it has that shape, else, for a call ending in log-probabilities or
+    logits, the last output of that shape one of the model's sub-modules made (the decoder's, or its final norm's),
+    read with forward hooks. What the author's own call returned is kept as :attr:`raw_output`."""
+
+    def __init__(self, inner, convention, d_model=None, layout=None, target_shift=None):
+        super().__init__()
+        self.inner, self.convention, self.d_model, self.layout = inner, convention, d_model, layout
+        self.target_shift = target_shift
+        """How its forward shifts the target (:mod:`adapters.alignment`): it is then called with one more target
+        position, and its outputs read at the positions that read the canonical target's tokens."""
+        methods = callable(getattr(inner, "encode", None)) and callable(getattr(inner, "decode", None))
+        own_forward = type(inner).forward is not nn.Module.forward
+        forward_plan = plan_arguments(inner, CANONICAL_CALLS["model"]) if own_forward else []
+        self.forward_arguments = (forward_plan if {c for _, c in forward_plan} >= {"src", "tgt"} or not methods
+                                  else None)
+        torch_style = in_torch_style(forward_plan)  # encode and decode take their masks as forward does
+        self.encode_arguments = plan_arguments(inner.encode, ["src", "src_mask"], torch_style) if methods else None
+        self.decode_arguments = (plan_arguments(inner.decode, ["memory", "src_mask", "tgt", "tgt_mask"], torch_style)
+                                 if methods else None)
+
+    @property
+    def masks_from_tokens(self):
+        """A model that takes no mask builds its own from the pad index: the positions the canonical masks pad are
+        given the pad token, so that its masks are the canonical ones."""
+        return "src_mask" not in {c.split(":")[0] for _, c in (self.forward_arguments or self.encode_arguments or [])}
+
+    @property
+    def reads_a_start_token(self):
+        """Its decoder reads a start token of the model's own before the target's (:data:`alignment.PREPENDS`)."""
+        return self.target_shift == alignment.PREPENDS and self.forward_arguments is not None
+
+    def by_encode_and_decode(self):
+        """The same model called through its ``encode`` and ``decode`` methods (the path its author's own decoding
+        takes) when the canonical call goes through its ``forward``; else None."""
+        if self.forward_arguments is None or self.encode_arguments is None:
+            return None
+        other = copy.copy(self)
+        other.forward_arguments = None
+        return other
+
+    def forward(self, src, tgt, src_mask, tgt_mask):
+        if self.masks_from_tokens:
+            src = src.masked_fill(~src_mask.any(-2).expand_as(src), PAD)  # (the keys no query may see)
+            tgt = tgt.masked_fill(~tgt_mask.any(-2).expand_as(tgt), PAD)
+        if self.target_shift is None or self.layout is not None or self.forward_arguments is None:
+            return self.called(src, tgt, src_mask, tgt_mask)  # (encode and decode are given the target as it is)
+        length = alignment.decoder_length(tgt.size(1), self.target_shift)
+        tgt, tgt_mask = alignment.extended(tgt, tgt_mask, self.target_shift, PAD)
+        out = self.called(src, tgt, src_mask, tgt_mask, length=length)
+        self.raw_output = alignment.aligned(self.raw_output, self.target_shift)
+        return alignment.aligned(out, self.target_shift)
+
+    def called(self, src, tgt, src_mask, tgt_mask, length=None):
+        """The decoder output of the author's call (``length``: how many target positions its decoder reads,
+        where that is not ``tgt``'s)."""
+        named = in_layout({"src": src, "tgt": tgt, "src_mask": src_mask, "tgt_mask": tgt_mask}, self.layout)
+        wanted = (*named["tgt"].shape[:2], self.d_model)
+        if length is not None:
+            wanted = (wanted[0], length, self.d_model)
+        if self.forward_arguments is not None:
+            call = lambda: self.inner(**argument_values(self.forward_arguments, named, self.convention))  # noqa: E731
+            if self.encode_arguments is None:  # nothing else to call: its output, whatever it is, is checked
+                out, raw = decoder_output(self.inner, wanted, call)
+                self.raw_output = from_layout(raw, self.layout)
+                return from_layout(raw if out is None else out, self.layout)
+            try:
+                out, raw = decoder_output(self.inner, wanted, call)
+            except TypeError:  # a forward that does not fit the canonical call: encode and decode are used
+                out = None
+            if out is not None:
+                self.raw_output = from_layout(raw, self.layout)
+                return from_layout(out, self.layout)
+            self.forward_arguments = None
+        named["memory"] = first_tensor(self.inner.encode(**argument_values(self.encode_arguments, named,
+                                                                           self.convention)))
+        decode = lambda: self.inner.decode(**argument_values(self.decode_arguments, named, self.convention))  # noqa: E731
+        out, raw = decoder_output(self.inner, wanted, decode)
+        self.raw_output = from_layout(raw, self.layout)
+        return from_layout(raw if out is None else out, self.layout)
+
+    def inputs_not_accepted(self):
+        """The canonical inputs a model called through its own forward only takes no parameter for (not its masks
+        when it makes them from the pad tokens it is given)."""
+        if self.forward_arguments is None:
+            return self.encode_and_decode_inputs_not_accepted()
+        if self.encode_arguments is not None:
+            return [], None
+        missing, signature = inputs_not_accepted(type(self.inner).forward, self.forward_arguments,
+                                                 CANONICAL_CALLS["model"], f"{type(self.inner).__name__}.forward", skip=1)
+        return [c for c in missing if not (self.masks_from_tokens and c.endswith("mask"))], signature
+
+    def encode_and_decode_inputs_not_accepted(self):
+        """The masks that ``encode`` or ``decode`` take no parameter for, and the signatures of those that drop one
+        (joined by "and"): a source padding mask dropped by either leaves the padded source visible."""
+        missing, shown = [], []
+        for method, arguments, wanted in (("encode", self.encode_arguments, ["src_mask"]),
+                                          ("decode", self.decode_arguments, ["src_mask", "tgt_mask"])):
+            planned = {c for _, c in arguments}  # (a mask given as torch's attention part alone drops its padding)
+            kept = [(n, c) for n, c in arguments
+                    if not c.endswith(":attention") or c.replace(":attention", ":padding") in planned]
+            dropped, signature = inputs_not_accepted(getattr(type(self.inner), method), kept, wanted,
+                                                     f"{type(self.inner).__name__}.{method}", skip=1)
+            missing += [c for c in dropped if c not in missing]
+            halved = {c.split(":")[0] for _, c in arguments} - {c.split(":")[0] for _, c in kept}
+            if dropped:
+                shown.append(signature + (" (its mask taken as torch's attention part, without the padding)"
+                                          if set(dropped) <= halved else ""))
+        return ([], None) if self.masks_from_tokens else (missing, " and ".join(shown) or None)
+
+
+def decoder_output(model, shape, call):
+    """``(the decoder output, the call's result)`` of ``call`` (a call of ``model``): the result when it has
+    ``shape`` (batch, target length, d_model), else the last output of that shape a sub-module of ``model``
+    returned during the call, else None."""
+    made = []
+
+    def record(module, args, output):
+        output = first_tensor(output)
+        if isinstance(output, torch.Tensor) and tuple(output.shape) == shape:
+            made.append(output)
+    hooks = [m.register_forward_hook(record) for m in model.modules() if m is not model]
+    try:
+        out = first_tensor(call())
+    finally:
+        for hook in hooks:
+            hook.remove()
+    if isinstance(out, torch.Tensor) and tuple(out.shape) == shape:
+        return out, out
+    return (made[-1] if made else None), out
+
+
+TENSOR_SIZE_NAMES = {"seq", "tgt", "trg", "x", "tokens", "sequence", "target"}
+
+
+def function_role(binding, convention):
+    """The canonical callable for a function role (attention, the mask helpers)."""
+    convention = binding.masks or convention
+    target, role = binding.target, binding.role
+    if role == "subsequent_mask":
+        arguments = plan_arguments(target, CANONICAL_CALLS[role])
+
+        name, _ = next(((n, c) for n, c in arguments if c == "size"), ("size", "size"))
+        takes_tokens = normalize(name) in TENSOR_SIZE_NAMES
+
+        def called_with(value):
+            return from_convention(target(**argument_values(arguments, {"size": value}, "keep")), convention)
+
+        def subsequent_mask(size):
+            return called_with(torch.ones(1, size, dtype=torch.long) if takes_tokens else size)
+        if takes_tokens:  # a target-mask helper (``make_trg_mask(trg)``, pad index PAD): its padding is checked too
+            subsequent_mask.of_tokens = called_with
+        return subsequent_mask
+    if role == "padding_mask":
+        arguments = plan_arguments(target, CANONICAL_CALLS[role])
+
+        def padding_mask(tokens, pad_idx):
+            named = in_layout(dict(zip(CANONICAL_CALLS[role], (tokens, pad_idx))), binding.layout)
+            mask = from_convention(target(**adapt_arguments(arguments, named, None)), convention)
+            if binding.layout == SEQUENCE_FIRST and isinstance(mask, torch.Tensor) and mask.shape == tokens.shape:
+                mask = mask.unsqueeze(-2)  # torch's key-padding mask, (batch, length) in either layout
+            return mask
+        padding_mask.hyperparameters = {"pad_idx"} & {c for _, c in arguments}  # (a pad index its code may fix)
+        return padding_mask
+    return attention_function(binding, convention)
+
+
+def attention_function(binding, convention):
+    """The canonical attention callable of ``binding``: a function, an attention module such as
+    ``ScaledDotProductAttention(d_k, dropout)`` or a method of a multi-head block, each built for the width of the
+    queries."""
+    target = binding.target
+
+    def callee(query):
+        if binding.part_of is None and not inspect.isclass(target):
+            return target
+        cfg = dataclasses.replace(PROBE, d_model=query.size(-1) * PROBE.h)
+        if binding.part_of is not None and binding.part_of[1] is None:  # a method of a block
+            owner, _, within = binding.part_of
+            block = build_from_plan(owner, cfg, within, convention=convention).to(query.device, query.dtype).eval()
+            return getattr(block, target.__name__)
+        return build_from_plan(binding, cfg, {}, convention=convention).to(query.device, query.dtype).eval()
+
+    def attention(query, key, value, mask=None):
+        function = callee(query)
+        return function(**adapt_arguments(plan_arguments(function, CANONICAL_CALLS["attention"]),
+                                          dict(zip(CANONICAL_CALLS["attention"], (query, key, value, mask))),
+                                          convention))
+    if binding.part_of is None and not inspect.isclass(target):
+        attention.inputs_not_accepted = lambda: inputs_not_accepted(
+            target, plan_arguments(target, CANONICAL_CALLS["attention"]), CANONICAL_CALLS["attention"], binding.name)
+    return attention
+
+
+def role_builder(binding, bindings, convention):
+    """The canonical callable of a function role, or the builder of a module role."""
+    return (function_role(binding, convention) if binding.role in FUNCTION_ROLES
+            else module_builder(binding, bindings, convention))
+
+
+def module_builder(binding, bindings, convention):
+    """The canonical builder of a module role: construct from the plan, wrap under the canonical call."""
+    convention = binding.masks or convention
+    def build(**cfg_values):
+        cfg = Config(**cfg_values)
+        inner = build_from_plan(binding, cfg, bindings, convention=convention)
+        if binding.role == "model":
+            return AdaptedModel(inner, convention, cfg.d_model, binding.layout, binding.target_shift)
+        return Adapted(inner, binding.role, convention, binding.layout, binding.call,
+                       binding.role == "positional_encoding" and binding.takes_token_ids, binding.adds_table)
+    build.__name__ = f"build_{binding.role}"
+    build.target = binding.target  # the author's class, for the checks that watch its instances inside other blocks
+    build.hyperparameters = hyperparameters_fed(binding, bindings)
+    if binding.role == "model" and one_lookup_for_both_sides(binding, bindings, convention):
+        build.hyperparameters.discard("tgt_vocab")  # (a Case then draws one vocabulary for both sides)
+    return build
+
+
+def one_lookup_for_both_sides(binding, bindings, convention):
+    """Whether the model, built on the probe configuration, embeds the source and the target with one table
+    (``encoder.src_word_emb.weight = decoder.trg_word_emb.weight``): it has one vocabulary, whatever it is given."""
+    model = probe_build(binding, bindings, convention)
+    tables = [m.weight for m in model.modules() if isinstance(m, nn.Embedding)] if model is not None else []
+    return len(tables) >= 2 and len({id(t) for t in tables}) == 1
