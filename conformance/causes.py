@@ -112,6 +112,8 @@ CATALOGUE = (
     E("adapter.takes_token_ids", "§3.4", "the block embeds token ids itself, where the canonical call gives it "
       "vectors"),
     E("adapter.check_crashed", "", "the checker's own code failed on an output whose form it did not expect"),
+    E("adapter.vocabulary_not_taken", "§3.4", "token ids of the vocabularies the checker configured overflow an "
+      "embedding table the code sizes otherwise (a configuration of its own, or one vocabulary for both sides)"),
     E("adapter.needs_setup_call", "", "the code expects a setup method of its own called first, which the checker "
       "does not know"),
     E("adapter.configuration_not_supported", "", "the block builds on the configuration discovery tried but not on "

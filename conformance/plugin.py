@@ -280,6 +280,14 @@ def checker_fault(impl, component, crash, exc, tb):
         return "adapter.check_crashed", (f"the checker's own code ({os.path.basename(raised.f_code.co_filename)}, "
                                          f"{raised.f_code.co_name}) failed on what {component} returned: its "
                                          "output does not have the form this check assumes")
+    overflow = embedding_overflow(exc, tb)
+    case = harness.LATEST_CASE
+    if overflow is not None and case is not None and overflow[1] < max(case.cfg.src_vocab, case.cfg.tgt_vocab):
+        return "adapter.vocabulary_not_taken", (
+            f"an embedding table of {overflow[0]} rows was given token id {overflow[1]}, of the vocabularies the "
+            f"checker configured ({case.cfg.src_vocab} source and {case.cfg.tgt_vocab} target tokens): the code sizes "
+            "that table otherwise (from a configuration of its own, or one vocabulary for both sides, as §3.4's "
+            "shared matrix has it)")
     setup = setup_method(exc)
     if setup:
         return "adapter.needs_setup_call", (f"the code sets {exc.name!r} in {setup}() and expects that method called "
@@ -307,6 +315,18 @@ def checker_fault(impl, component, crash, exc, tb):
         return "adapter.graft_does_not_fit", (f"{component} was built with {'; '.join(grafts)} (which does not work), "
                                               "and the code calls that block otherwise")
     return None
+
+
+def embedding_overflow(exc, tb):
+    """``(rows of the table, the largest token id looked up)`` for an ``index out of range`` IndexError raised
+    looking up an embedding table (torch's ``embedding``), or None for any other exception."""
+    if not isinstance(exc, IndexError) or "index out of range" not in str(exc):
+        return None
+    frame = next((f for f, _ in reversed(list(traceback.walk_tb(tb))) if f.f_code.co_name == "embedding"), None)
+    weight, ids = (frame.f_locals.get("weight"), frame.f_locals.get("input")) if frame is not None else (None, None)
+    if not (isinstance(weight, torch.Tensor) and weight.dim() == 2 and isinstance(ids, torch.Tensor) and ids.numel()):
+        return None
+    return weight.size(0), int(ids.max())
 
 
 def setup_method(exc):

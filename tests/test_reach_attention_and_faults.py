@@ -153,6 +153,28 @@ class OffDevice(ref.FeedForwardNetwork):
         return super().forward(x.masked_fill(self.keep, 0.0))
 
 
+class TargetVocabularyOfItsOwn(ref.Transformer):
+    """Sizes its target side from a vocabulary of its own (a configuration field the checker does not set)."""
+
+    def __init__(self, src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout):
+        super().__init__(src_vocab, 2, N, d_model, d_ff, h, dropout, share_embeddings=False)
+
+
+class OffsetTargetIds(ref.Transformer):
+    """Shifts the target ids past the end of its table (the code's own mistake)."""
+
+    def decode(self, tgt, memory, src_mask, tgt_mask):
+        return super().decode(tgt + 100, memory, src_mask, tgt_mask)
+
+
+def test_an_embedding_sized_otherwise_than_configured_is_not_blamed():
+    """Token ids of the configured vocabularies overflowing a table sized otherwise say that the checker's
+    vocabulary was not taken (missing); ids beyond every configured vocabulary are the code's error."""
+    check = test_shapes.test_output_shape
+    assert cause_of(check, "model", {"model": TargetVocabularyOfItsOwn}) == "adapter.vocabulary_not_taken"
+    assert cause_of(check, "model", {"model": OffsetTargetIds}) == "error.IndexError"
+
+
 @pytest.mark.parametrize("cause, check, component, roles, grafts", [
     ("adapter.dropout_rate_not_taken", test_behaviour.test_dropout_acts_in_training, "encoder_layer",
      {"encoder_layer": without_dropout}, None),
