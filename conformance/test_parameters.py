@@ -203,7 +203,7 @@ def confirmations(combo, m, cfg, contract, component):
             finals = outside_norms(m, cfg) if contract == "paper" else None  # practice counts its final norms
             verdicts.append(scalar(norms) - scalar(finals or []) == t if norms else None)
         elif cause == "projections_without_bias":
-            verdicts.append(bias_free_projections(m, cfg.d_model) == 4 * t if projection_maps(m, cfg.d_model) else None)
+            verdicts.append(bias_free_projections(m, cfg) == 4 * t if projection_maps(m, cfg) else None)
         elif cause == "untied_embeddings":
             verdicts.append(untied_matrices(m, cfg) == times[cause])
         elif cause == "generator_outside_model":
@@ -217,16 +217,17 @@ def confirmations(combo, m, cfg, contract, component):
     return verdicts
 
 
-def projection_maps(m, d_model):
+def projection_maps(m, cfg):
     """The linear maps from d_model to one, two or three d_model-wide projections (W^Q, W^K, W^V, W^O on their own
-    or fused, as ``qkv = Linear(d_model, 3 * d_model)``)."""
-    return [l for l in m.modules() if isinstance(l, torch.nn.Linear) and l.in_features == d_model
-            and l.out_features in (d_model, 2 * d_model, 3 * d_model)]
+    or fused, as ``qkv = Linear(d_model, 3 * d_model)``); not the feed-forward network's first map (d_ff wide)."""
+    d = cfg.d_model
+    return [l for l in m.modules() if isinstance(l, torch.nn.Linear) and l.in_features == d
+            and (l.out_features == d or l.out_features in (2 * d, 3 * d) and l.out_features != cfg.d_ff)]
 
 
-def bias_free_projections(m, d_model):
+def bias_free_projections(m, cfg):
     """How many d_model-wide projections the bias-free :func:`projection_maps` hold (a fused one counts each)."""
-    return sum(l.out_features // d_model for l in projection_maps(m, d_model) if l.bias is None)
+    return sum(l.out_features // cfg.d_model for l in projection_maps(m, cfg) if l.bias is None)
 
 
 def vocabulary_matrices(m, cfg):
