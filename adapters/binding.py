@@ -32,10 +32,12 @@ from adapters.assembly import (METHOD_ROLES, assembled_together, masks_as_the_mo
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, behaves, embeds_token_ids, helper_masks,
                                 learns_weights, masks_of_another_shape, target_shift, works_sequence_first)
 from adapters.building import PROBE, Binding, builds, constructed_by_name
-from adapters.call_plans import SEQUENCE_FIRST, adapt_arguments, first_tensor, positions_of, returns_table
+from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, first_tensor, in_torch_style, plan_arguments,
+                                 positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked
 from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, describe_convention, infer_convention
+from adapters.names import CANONICAL_CALLS
 from adapters.wrapping import module_builder, role_builder
 from conformance.interface import Implementation
 
@@ -98,6 +100,26 @@ def best_failure(kept, failure, score):
     return kept if kept is not None and kept[2] >= score else (*failure, score)
 
 
+def whole_masks(binding, module_name, roles, bindings, convention, problem):
+    """``problem``, or None once the block works with whole masks where its parameter names (``enc_padding_mask``)
+    had them planned in torch's two parts (the code's own convention, as a tutorial's ``padding_mask`` is)."""
+    try:
+        adapted = Implementation(module_name, roles).build(binding.role, PROBE)
+    except Exception:  # noqa: BLE001 - the author's constructor: its crash is the problem already found
+        return problem
+    if not in_torch_style(getattr(adapted, "arguments", None) or getattr(adapted, "forward_arguments", None) or []):
+        return problem
+    before = binding.call
+    binding.call = plan_arguments(adapted.inner, CANONICAL_CALLS[binding.role], by_name=False)
+    roles[binding.role] = module_builder(binding, bindings, convention)
+    if behaves(Implementation(module_name, roles), binding.role) is None:
+        binding.notes.append("(its masks whole, not in torch's two parts its parameter names suggest)")
+        return None
+    binding.call = before
+    roles[binding.role] = module_builder(binding, bindings, convention)
+    return problem
+
+
 def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
     """One pass of :func:`discover`: each role in :data:`ROLE_ORDER` bound to its best working candidate, those
     named in ``prefer`` first."""
@@ -135,6 +157,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
             if problem is not None and role in MASKED \
                     and masks_of_another_shape(binding, module_name, roles, bindings, convention):
                 problem = None  # its masks of another shape
+            if problem is not None and role in MASKED:  # a mask named for padding, yet not torch's two parts?
+                problem = whole_masks(binding, module_name, roles, bindings, convention, problem)
             if problem is not None and role == "positional_encoding":  # called with the tokens, as its caller does?
                 binding.takes_token_ids = True
                 roles[role] = module_builder(binding, bindings, convention)

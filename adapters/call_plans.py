@@ -34,10 +34,11 @@ def forward_parameters(target):
         return []
 
 
-def call_plan(parameters, wanted, torch_style=False):
+def call_plan(parameters, wanted, torch_style=False, by_name=True):
     """Which canonical input (of ``wanted``) feeds each forward parameter: by name first, then by position;
     parameters with defaults that match nothing keep their defaults. Masks come in torch's two parts when a
-    parameter is named for padding, or when the code's other calls take them so (``torch_style``)."""
+    parameter is named for padding (unless ``by_name`` is false), or when the code's other calls take them so
+    (``torch_style``)."""
     plan = [None] * len(parameters)
     for i, p in enumerate(parameters):
         n = normalize(p.name)
@@ -48,12 +49,11 @@ def call_plan(parameters, wanted, torch_style=False):
                     continue
                 plan[i] = canonical
                 break
-    if torch_style or any("paddingmask" in normalize(p.name) for p in parameters):
+    if torch_style or by_name and any("paddingmask" in normalize(p.name) for p in parameters):
         return torch_style_plan(parameters, plan, wanted)
     for i, p in enumerate(parameters):
-        if plan[i] is None:
-            guess = by_words(p.name, [c for c in wanted if c not in plan])
-            plan[i] = guess
+        if plan[i] is None:  # (a mask its words name may feed two parameters: the encoder's and the decoder's)
+            plan[i] = by_words(p.name, [c for c in wanted if c not in plan]) or mask_named_again(p.name, wanted, plan)
     for i, p in enumerate(parameters):
         if plan[i] is None:
             remaining = [c for c in wanted if c not in plan]
@@ -70,7 +70,7 @@ def lengths_of(name, wanted, plan):
     """``"src_mask:lengths"`` (or the target's) for a forward parameter named for sequence lengths (``src_lengths``,
     ``tgt_lens``, ``lengths``): padding given as the length of each sequence, the masks built from it by the code
     itself; else None."""
-    words = set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()))
+    words = name_words(name)
     if not words & {"lengths", "lens", "seqlens"}:
         return None
     target = bool(words & WORDS["target"] - {"output", "out"})
@@ -93,8 +93,7 @@ def torch_style_plan(parameters, plan, wanted):
             if plan[i] is None:
                 plan[i] = by_words(p.name, [c for c in wanted if c not in plan and not c.endswith("mask")])
             continue
-        words = set(re.findall(r"[a-z]+", p.name.lower()))
-        base = "tgt_mask" if words & {"tgt", "trg", "target"} and "tgt_mask" in masks else masks[0] if masks else None
+        base = "tgt_mask" if names_the_target_mask(p.name) and "tgt_mask" in masks else masks[0] if masks else None
         plan[i] = f"{base}:{'padding' if 'paddingmask' in n else 'attention'}" if base else "value:None"
     for i, p in enumerate(parameters):
         if plan[i] is None:
@@ -104,8 +103,36 @@ def torch_style_plan(parameters, plan, wanted):
     return plan
 
 
+def name_words(name):
+    """The lower-case words of a name (``lookAheadMask``, ``enc_padding_mask``)."""
+    return set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()))
+
+
+def mask_named_again(name, wanted, plan):
+    """The canonical mask, already planned for another parameter, that a mask parameter's words name plainly (the
+    source's padding given to the encoder and again to the decoder: ``src_key_padding_mask``, ``enc_padding_mask``),
+    or None."""
+    words = name_words(name)
+    if not words & {"mask", "masks"}:
+        return None
+    mask = "tgt_mask" if names_the_target_mask(name) else "src_mask" if words & (WORDS["source"] | {"padding", "pad"}) \
+        else None
+    return mask if mask in wanted and mask in plan else None
+
+
+def names_the_target_mask(name):
+    """Whether a mask argument's name says it is the target's (a causal mask: ``look_ahead_mask``, ``targets_mask``,
+    ``dec_self_mask``) rather than the source's padding (``enc_padding_mask``, ``dec_padding_mask``: the padding of
+    the memory the decoder attends to, ``inputs_mask``)."""
+    words = name_words(name)
+    if words & {"padding", "pad"} and not words & {"tgt", "trg", "target", "targets"}:
+        return False
+    return bool(words & (WORDS["target"] - {"output", "out"} | {"targets", "look", "ahead", "lookahead", "causal",
+                                                                  "subsequent", "future", "nopeak"}))
+
+
 WORDS = {
-    "source": {"src", "source", "enc", "encoder", "input", "inp"},
+    "source": {"src", "source", "enc", "encoder", "input", "inputs", "inp"},
     "target": {"trg", "tgt", "target", "dec", "decoder", "output", "out"},
     "encoded": {"representations", "representation", "repr", "reps", "memory", "hidden", "states", "encoded",
                 "outputs", "output", "out", "enc"},
@@ -117,11 +144,12 @@ def by_words(name, remaining):
     """The canonical input of ``remaining`` a long argument name spells out in words, or None: a mask of the
     target or the source (or the only mask left), the encoder's output (``src_representations_batch``: source
     words and an encoded one), the source or the target tokens."""
-    words = set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()))
+    words = name_words(name)
     source, target = bool(words & WORDS["source"]), bool(words & WORDS["target"] - {"output", "out"})
     masks = [c for c in remaining if c.endswith("mask")]
     if "mask" in words or "masks" in words:  # (the one mask left, when the name says neither side)
-        wanted = "tgt_mask" if target else "src_mask" if source else masks[0] if len(masks) == 1 else None
+        wanted = "tgt_mask" if names_the_target_mask(name) else "src_mask" if source else masks[0] \
+            if len(masks) == 1 else None
     elif "memory" in remaining and source and words & WORDS["encoded"] - {"enc"}:
         wanted = "memory"
     else:
@@ -270,10 +298,10 @@ def argument_values(arguments, named, convention):
     return values
 
 
-def plan_arguments(function, wanted, torch_style=False):
+def plan_arguments(function, wanted, torch_style=False, by_name=True):
     """(parameter name, canonical input) pairs for a forward or method, by name and then by position."""
     parameters = forward_parameters(function)
-    return [(p.name, c) for p, c in zip(parameters, call_plan(parameters, wanted, torch_style)) if c]
+    return [(p.name, c) for p, c in zip(parameters, call_plan(parameters, wanted, torch_style, by_name)) if c]
 
 
 def in_torch_style(arguments):

@@ -82,7 +82,7 @@ class AdaptedModel(Transparent):
     logits, the last output of that shape one of the model's sub-modules made (the decoder's, or its final norm's),
     read with forward hooks. What the author's own call returned is kept as :attr:`raw_output`."""
 
-    def __init__(self, inner, convention, d_model=None, layout=None, target_shift=None):
+    def __init__(self, inner, convention, d_model=None, layout=None, target_shift=None, arguments=None):
         super().__init__()
         self.inner, self.convention, self.d_model, self.layout = inner, convention, d_model, layout
         self.target_shift = target_shift
@@ -90,7 +90,7 @@ class AdaptedModel(Transparent):
         position, and its outputs read at the positions that read the canonical target's tokens."""
         methods = callable(getattr(inner, "encode", None)) and callable(getattr(inner, "decode", None))
         own_forward = type(inner).forward is not nn.Module.forward
-        forward_plan = plan_arguments(inner, CANONICAL_CALLS["model"]) if own_forward else []
+        forward_plan = (arguments or plan_arguments(inner, CANONICAL_CALLS["model"])) if own_forward else []
         self.forward_arguments = (forward_plan if {c for _, c in forward_plan} >= {"src", "tgt"} or not methods
                                   else None)
         torch_style = in_torch_style(forward_plan)  # encode and decode take their masks as forward does
@@ -284,7 +284,7 @@ def module_builder(binding, bindings, convention):
         cfg = Config(**cfg_values)
         inner = build_from_plan(binding, cfg, bindings, convention=convention)
         if binding.role == "model":
-            return AdaptedModel(inner, convention, cfg.d_model, binding.layout, binding.target_shift)
+            return AdaptedModel(inner, convention, cfg.d_model, binding.layout, binding.target_shift, binding.call)
         return Adapted(inner, binding.role, convention, binding.layout, binding.call,
                        binding.role == "positional_encoding" and binding.takes_token_ids, binding.adds_table)
     build.__name__ = f"build_{binding.role}"

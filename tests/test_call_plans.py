@@ -1,0 +1,51 @@
+"""Planning a call from a forward's parameter names (``adapters/call_plans.py``): each mask argument gets the
+canonical mask its words name, whatever the author's vocabulary for it."""
+import inspect
+
+from adapters.call_plans import call_plan
+
+DECODER = ["x", "memory", "src_mask", "tgt_mask"]
+
+
+def plan(function, wanted=DECODER, by_name=True):
+    return call_plan(list(inspect.signature(function).parameters.values()), wanted, by_name=by_name)
+
+
+def test_masks_named_for_what_they_hide():
+    """A causal mask by any of its names is the target's; padding of the encoder's side is the source's."""
+    def tutorial(x, enc_output, look_ahead_mask, enc_mask):
+        pass
+
+    def spelled_out(x, memory, targets_mask, inputs_mask):
+        pass
+
+    def causal_first(x, memory, causal_mask, input_mask):
+        pass
+    assert plan(tutorial) == ["x", "memory", "tgt_mask", "src_mask"]
+    assert plan(spelled_out) == ["x", "memory", "tgt_mask", "src_mask"]
+    assert plan(causal_first) == ["x", "memory", "tgt_mask", "src_mask"]
+
+
+def test_torch_style_masks_named_for_what_they_hide():
+    """Masks in torch's two parts (a parameter named for padding): the look-ahead mask is the target's attention
+    part, the encoder's padding the source's padding part, and the decoder's padding of the memory too."""
+    def decoder_layer(x, enc_output, look_ahead_mask=None, enc_padding_mask=None):
+        pass
+
+    def other_order(x, enc_output, dec_padding_mask=None, look_ahead_mask=None):
+        pass
+    assert plan(decoder_layer) == ["x", "memory", "tgt_mask:attention", "src_mask:padding"]
+    assert plan(other_order) == ["x", "memory", "src_mask:padding", "tgt_mask:attention"]
+
+
+def test_the_source_padding_feeds_the_encoder_and_the_decoder():
+    """A model taking the source's padding twice, once per stack, gets the canonical source mask in both (its
+    masks whole: the plan discovery tries when the two-part plan its names suggest fails)."""
+    def forward(src_ids, tgt_ids, src_key_mask=None, look_ahead_mask=None, enc_padding_mask=None):
+        pass
+
+    def other(src, tgt, src_mask, tgt_mask, memory_mask=None):
+        pass
+    assert plan(forward, ["src", "tgt", "src_mask", "tgt_mask"], by_name=False) == [
+        "src", "tgt", "src_mask", "tgt_mask", "src_mask"]
+    assert plan(other, ["src", "tgt", "src_mask", "tgt_mask"]) == ["src", "tgt", "src_mask", "tgt_mask", None]
