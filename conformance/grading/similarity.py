@@ -1,22 +1,11 @@
-"""Similarity between submissions: evidence for the teacher to read, never a score change.
+"""Similarity between submissions: evidence for the teacher, never a score change (``docs/grading.md``).
 
-Every pair of submissions is compared, and each submission against the sources the teacher supplies
-(``--similar-to``: the teacher's solution, public implementations the course knows). The fingerprints are
-copydetect's (MOSS's winnowing over its own tokeniser, which writes every name as one letter, every string as
-another, and drops comments and spaces). What is fingerprinted is normalised further here, without running the
-code (``adapters.loading.extract_cells`` reads a notebook's or a post's code cells): docstrings are dropped, a
-class's methods are sorted by their normalised text, the top-level definitions too, so renamed variables,
-reordered methods, comments and formatting do not hide a copy.
+Every pair of submissions is compared, and each with the teacher's sources (``--similar-to``), on copydetect's
+fingerprints (MOSS's winnowing over its tokens: names one letter, no comments, no spaces) of code read, never run,
+with docstrings dropped and methods and definitions sorted by their normalised text; per role (the grader's notes,
+or the code's ``CONFORMANCE_ROLES``) and over the whole code.
 
-Per component: the grader's notes say which class or function plays each role (``role: Name`` or
-``role: Class.method``); each role's own code is compared with the same role of the other side (or with the
-other side's whole code when that side's roles are unknown, as for the teacher's sources). The whole code (its
-top-level definitions) is compared too. A pair is *flagged* when its whole code is at least
-:data:`THRESHOLD` alike with at least :data:`LONG_MATCH` characters of normalised code in common, or when one
-component is at least :data:`THRESHOLD` alike with one unbroken match of :data:`LONG_MATCH` characters.
-
-    from conformance.grading import similarity
-    found = similarity.compare_paths(["a.py", "b.ipynb"], references=["solution.py"])
+    found = compare_paths(["a.py", "b.ipynb"], references=["solution.py"])
     found.data["pairs"][0]     # {"a", "b", "score", "flagged", "overall": {...}, "components": {...}}
 """
 import ast
@@ -46,9 +35,8 @@ NOTE = re.compile(r"^([a-z_]+): ([A-Za-z_][\w.]*)")
 def roles_from_notes(notes):
     """``{role: "Name" or "Class.method"}`` from the grader's notes on how the code was read (``role: Name ...``)."""
     found = {}
-    for note in notes or ():
-        matched = NOTE.match(str(note))
-        if matched and matched[1] in ROLES:
+    for matched in filter(None, (NOTE.match(str(note)) for note in notes or ())):
+        if matched[1] in ROLES:
             found.setdefault(matched[1], matched[2])
     return found
 
@@ -76,14 +64,14 @@ def read_units(path):
         kind, cells = extract_cells(path)
         files = [(path.name if kind not in ("notebook", "notebook-text", "markdown") or cell.first_line
                   else f"{path.name} {cell.label}", cell.source, cell.first_line) for cell in cells]
-    units = []
-    for where, source, first in files:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            tree = None
-        units.append(Unit(where, first, source.splitlines(), tree))
-    return units
+    return [Unit(where, first, source.splitlines(), parsed(source)) for where, source, first in files]
+
+
+def parsed(source):
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
 
 
 def docstring_lines(tree):
@@ -104,7 +92,7 @@ def normalised(text):
     return filter_code(text, "code.py", "python")[0]
 
 
-def span(node):
+def span(node):  # (its decorators included)
     return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]), node.end_lineno
 
 
@@ -119,13 +107,14 @@ def definition_lines(node, unit):
 
     if not isinstance(node, ast.ClassDef):
         return lines(*span(node))
-    start, _ = span(node)
-    head = lines(start, node.body[0].lineno - 1) if node.body else lines(*span(node))
-    members = [lines(*span(statement)) for statement in node.body]
-    methods = [m for m, s in zip(members, node.body) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    others = [m for m, s in zip(members, node.body) if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    methods.sort(key=lambda m: normalised("\n".join(t for *_, t in m)))
-    return head + [line for member in others + methods for line in member]
+    is_method = [isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in node.body]
+    members = sorted(zip(is_method, (lines(*span(s)) for s in node.body)),
+                     key=lambda m: (m[0], normalised(joined(m[1])) if m[0] else ""))  # (a stable sort)
+    return lines(span(node)[0], node.body[0].lineno - 1) + [line for _, member in members for line in member]
+
+
+def joined(lines):
+    return "\n".join(t for *_, t in lines)
 
 
 def definitions(units):
@@ -171,9 +160,8 @@ class Text:
     def __init__(self, lines):
         from copydetect import CodeFingerprint
         self.lines = lines
-        code = "\n".join(t for *_, t in lines)
         self.starts = list(itertools.accumulate((len(t) + 1 for *_, t in lines[:-1]), initial=0))
-        self.print = CodeFingerprint("code.py", K, WINDOW, fp=io.StringIO(code), language="python")
+        self.print = CodeFingerprint("code.py", K, WINDOW, fp=io.StringIO(joined(lines)), language="python")
         self.usable = len(self.print.filtered_code) >= K and bool(self.print.hashes)
 
     def regions(self, slices):
@@ -200,9 +188,9 @@ def raw(slices, fp):
     return slices
 
 
-def match(a, b, one_sided=False):
+def match(a, b, side=None):
     """How much of ``a`` and ``b`` (:class:`Text`) the other holds: ``{"score", "a", "b", "longest", "matched",
-    "regions": {"a": [...], "b": [...]}}``; ``score`` is the larger share (``a``'s share when ``one_sided``)."""
+    "regions": {"a": [...], "b": [...]}}``; ``score`` is the larger share (that of ``side``, "a" or "b", if given)."""
     from copydetect.utils import find_fingerprint_overlap, get_copied_slices
     empty = dict(score=0.0, a=0.0, b=0.0, longest=0, matched=0, regions={"a": [], "b": []})
     if not (a.usable and b.usable):
@@ -213,7 +201,7 @@ def match(a, b, one_sided=False):
         return empty
     share_a = float((sa[1] - sa[0]).sum() / a.print.token_coverage)
     share_b = float((sb[1] - sb[0]).sum() / b.print.token_coverage)
-    return dict(score=round(share_a if one_sided else max(share_a, share_b), 4), a=round(share_a, 4),
+    return dict(score=round({"a": share_a, "b": share_b}.get(side, max(share_a, share_b)), 4), a=round(share_a, 4),
                 b=round(share_b, 4), longest=int(max((sa[1] - sa[0]).max(), (sb[1] - sb[0]).max())),
                 matched=int(min((sa[1] - sa[0]).sum(), (sb[1] - sb[0]).sum())),
                 regions={"a": a.regions(raw(sa, a.print)), "b": b.regions(raw(sb, b.print))})
@@ -242,7 +230,7 @@ def read_source(name, path, roles=None, reference=False):
     roles = roles or declared_roles(units)
     if defined:
         parts = [definition_lines(node, unit) for node, unit in defined.values()]
-        parts.sort(key=lambda lines: normalised("\n".join(t for *_, t in lines)))
+        parts.sort(key=lambda lines: normalised(joined(lines)))
         source.whole = Text([line for part in parts for line in part])
     else:
         source.whole = Text([(*u.origin(n), t) for u in units for n, t in enumerate(u.lines, 1)])
@@ -261,19 +249,13 @@ def compare(a, b):
     """The pair ``a``, ``b`` (:class:`Source`): the whole code, and each component (a role with the same role
     of the other, or with the other's whole code when only one side's roles are known)."""
     pair = dict(a=a.name, b=b.name, overall=match(a.whole, b.whole), components={})
-    if a.components and b.components:
-        for role in (r for r in ROLES if r in a.components and r in b.components):
-            pair["components"][role] = match(a.components[role], b.components[role])
-    elif a.components or b.components:
-        one, other, swap = (a, b, False) if a.components else (b, a, True)
-        for role, text in one.components.items():
-            found = match(text, other.whole, one_sided=True)
-            if swap:
-                found.update(a=found["b"], b=found["a"], regions={"a": found["regions"]["b"],
-                                                                    "b": found["regions"]["a"]})
-            pair["components"][role] = found
-    for found in pair["components"].values():
+    both = a.components and b.components
+    for role in (r for r in ROLES if ((r in a.components and r in b.components) if both else
+                                      (r in a.components or r in b.components))):
+        found = match(a.components.get(role, a.whole), b.components.get(role, b.whole),
+                      None if both else "a" if a.components else "b")
         found["flagged"] = found["score"] >= THRESHOLD and found["longest"] >= LONG_MATCH
+        pair["components"][role] = found
     overall = pair["overall"]
     overall["flagged"] = overall["score"] >= THRESHOLD and overall["matched"] >= LONG_MATCH
     pair.update(score=overall["score"], flagged=overall["flagged"] or any(
@@ -308,8 +290,12 @@ def alike(pair):
 class Similarity:
     """The class's similarity: ``data`` (what ``similarity.json`` holds) and the sources, for the page."""
 
-    def __init__(self, submissions, roles=None, references=None):
-        """``submissions``, ``references``: ``{name: path}``; ``roles``: ``{name: {role: "Name"}}``."""
+    def __init__(self, submissions, roles=None, references=None, skipped=None):
+        """``submissions``, ``references``: ``{name: path}``; ``roles``: ``{name: {role: "Name"}}``; ``skipped``:
+        why it is not computed (nothing is then)."""
+        if skipped:
+            self.sources, self.data = {}, dict(skipped=skipped, pairs=[], clusters=[], submissions={})
+            return
         roles = roles or {}
         self.sources = {name: read_source(name, path, roles.get(name)) for name, path in submissions.items()}
         self.sources.update({REFERENCE + name: read_source(REFERENCE + name, path, reference=True)
@@ -344,59 +330,50 @@ class Similarity:
         """One side of a match: the code in normalised order, the matched lines highlighted, the rest elided."""
         e = html.escape
         hit = [any(r["where"] == w and r["lines"][0] <= n <= r["lines"][1] for r in regions) for w, n, _ in text.lines]
-        shown = [any(hit[max(0, i - context):i + context + 1]) for i in range(len(hit))]
         out, gap = [], False
-        for (where, number, line), on, show in zip(text.lines, hit, shown):
-            if not show:
+        for i, (where, number, line) in enumerate(text.lines):
+            if not any(hit[max(0, i - context):i + context + 1]):
                 gap = True
                 continue
-            if gap and out:
-                out.append("<span class='gap'>\u22ee</span>")
+            out += ["<span class='gap'>\u22ee</span>"] if gap and out else []
             gap = False
-            out.append(f"<span class='{'hit' if on else 'line'}'><span class='ln'>{e(where)}:{number}</span> "
+            out.append(f"<span class='{'hit' if hit[i] else 'line'}'><span class='ln'>{e(where)}:{number}</span> "
                        f"{e(line)}</span>")
         return f"<div><b>{e(name)}</b><pre class='code'>" + "".join(out) + "</pre></div>"
 
     def pair_html(self, p, components=3):
-        e = html.escape
-        a, b = self.sources[p["a"]], self.sources[p["b"]]
+        """A flagged pair: its most alike flagged components (else the whole code), side by side."""
+        e, a, b = html.escape, self.sources[p["a"]], self.sources[p["b"]]
         shown = sorted(((r, c) for r, c in p["components"].items() if c["flagged"]),
-                       key=lambda rc: -rc[1]["longest"])[:components]
-        if not shown:
-            shown = [("whole code", p["overall"])]
-        parts = [f"<details class='pair'><summary>{e(p['a'])} and {e(p['b'])}: {p['score']:.0%} of the whole code"
-                 f"{', flagged components: ' + e(', '.join(r for r, _ in shown)) if p['components'] else ''}"
-                 "</summary>"]
-        for role, found in shown:
-            ta = a.components.get(role, a.whole)
-            tb = b.components.get(role, b.whole)
-            parts.append(f"<h4>{e(role)}: {found['score']:.0%} alike, longest match {found['longest']} characters of "
-                         "normalised code</h4><div class='sides'>" + self.side(p["a"], ta, found["regions"]["a"])
-                         + self.side(p["b"], tb, found["regions"]["b"]) + "</div>")
-        return "".join(parts) + "</details>"
+                       key=lambda rc: -rc[1]["longest"])[:components] or [("whole code", p["overall"])]
+        return (f"<details class='pair'><summary>{e(p['a'])} and {e(p['b'])}: {p['score']:.0%} of the whole code; "
+                + e(", ".join(r for r, _ in shown)) + "</summary>" + "".join(
+                    f"<h4>{e(role)}: {found['score']:.0%} alike, longest match {found['longest']} characters of "
+                    "normalised code</h4><div class='sides'>"
+                    + self.side(p["a"], a.components.get(role, a.whole), found["regions"]["a"])
+                    + self.side(p["b"], b.components.get(role, b.whole), found["regions"]["b"]) + "</div>"
+                    for role, found in shown) + "</details>")
 
-    def html(self, link=lambda name: html.escape(name), limit=20):
+    def html(self, link=html.escape, limit=20):
         """The page's section: the clusters, the flagged pairs (a table), and up to ``limit`` of them side by side."""
-        e = html.escape
-        flagged = [p for p in self.data["pairs"] if p["flagged"]]
-        parts = ["<section id='similarity'><h2>Similarity between submissions</h2>",
-                 f"<p>Evidence for the teacher to read: no score depends on it. A pair is listed when at least "
-                 f"{THRESHOLD:.0%} of one side's normalised code (names, comments, spacing and the order of methods "
-                 f"do not count) is found in the other, over the whole code or one component with an unbroken match "
-                 f"of {LONG_MATCH} characters; {len(self.data['pairs'])} pairs compared, {len(flagged)} listed. "
-                 "Every pair is in similarity.json.</p>"]
-        groups = self.data["clusters"]
-        parts.append("<h3>Clusters</h3>" + ("<ul id='clusters'>" + "".join(
-            f"<li class='cluster'>{len(g)} sources: " + ", ".join(link(n) for n in g) + "</li>" for g in groups)
-            + "</ul>" if groups else "<p>No group of submissions is alike above the threshold.</p>"))
+        e, flagged, groups = html.escape, [p for p in self.data["pairs"] if p["flagged"]], self.data["clusters"]
+        if self.data.get("skipped"):
+            return f"<section id='similarity'><h2>Similarity</h2><p>Not computed: {e(self.data['skipped'])}</p></section>"
+        parts = ["<section id='similarity'><h2>Similarity between submissions</h2><p>Evidence for the teacher to read: "
+                 f"no score depends on it. A pair is listed when at least {THRESHOLD:.0%} of one side's normalised code "
+                 "(names, comments, spacing and the order of methods do not count) is found in the other, over the whole "
+                 f"code or one component with an unbroken match of {LONG_MATCH} characters; {len(self.data['pairs'])} "
+                 f"pairs compared, {len(flagged)} listed. Every pair is in similarity.json.</p><h3>Clusters</h3>",
+                 "<ul id='clusters'>" + "".join(f"<li class='cluster'>{len(g)} sources: " + ", ".join(map(link, g))
+                                                + "</li>" for g in groups) + "</ul>" if groups else
+                 "<p>No group of submissions is alike above the threshold.</p>"]
         if flagged:
-            body = [f"<tr class='similar'><td>{link(p['a'])}</td><td>{link(p['b'])}</td>"
-                    f"<td data-sort='{p['score']}'>{p['score']:.0%}</td><td>{p['overall']['matched']}</td>"
-                    f"<td>{e(alike(p))}</td></tr>" for p in flagged]
             parts.append("<h3>Most similar pairs</h3><div class='scroll'><table class='sortable' id='similar-pairs'>"
-                         "<thead><tr><th>submission</th><th>similar to</th><th>whole code</th>"
-                         "<th>characters in common</th><th>components alike</th></tr></thead>"
-                         f"<tbody>{''.join(body)}</tbody></table></div>")
+                         "<thead><tr><th>submission</th><th>similar to</th><th>whole code</th><th>characters in common"
+                         "</th><th>components alike</th></tr></thead><tbody>" + "".join(
+                             f"<tr class='similar'><td>{link(p['a'])}</td><td>{link(p['b'])}</td><td data-sort="
+                             f"'{p['score']}'>{p['score']:.0%}</td><td>{p['overall']['matched']}</td><td>"
+                             + e(alike(p)) + "</td></tr>" for p in flagged) + "</tbody></table></div>")
             parts += [self.pair_html(p) for p in flagged[:limit]]
         return "".join(parts) + "</section>"
 
@@ -414,32 +391,15 @@ def compare_paths(paths, roles=None, references=()):
                       {Path(p).stem: Path(p) for p in references})
 
 
-class Skipped:
-    """What stands for the similarity when it cannot be computed (copydetect not installed)."""
-
-    def __init__(self, reason):
-        self.data = dict(skipped=reason, pairs=[], clusters=[], submissions={})
-
-    def best(self, name):
-        return None, ""
-
-    def json(self):
-        return json.dumps(self.data, indent=1)
-
-    def html(self, link=None, limit=None):
-        return (f"<section id='similarity'><h2>Similarity between submissions</h2><p>Not computed: "
-                f"{html.escape(self.data['skipped'])}</p></section>")
-
-
 def for_class(results, entries, similar_to=None):
-    """The class's :class:`Similarity` (or :class:`Skipped` without copydetect): ``results`` by name (the roles come
+    """The class's :class:`Similarity` (``skipped`` without copydetect): ``results`` by name (the roles come
     from their notes), ``entries`` ``[(name, path)]`` as the grader found them, ``similar_to`` a folder of the
     teacher's sources (or one file). Each result gets ``similarity`` and ``most_similar_to``, and nothing else:
     no score reads them."""
     try:
         import copydetect  # noqa: F401
     except ImportError as exc:
-        found = Skipped(f"copydetect is not installed (pip install -e '.[grading]'): {exc}")
+        found = Similarity({}, skipped=f"copydetect is not installed (pip install -e '.[grading]'): {exc}")
     else:
         from conformance.grading.runner import discover
         references = {}
