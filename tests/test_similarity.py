@@ -7,6 +7,8 @@ import builtins
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -240,12 +242,15 @@ def test_the_section_shows_pairs_side_by_side_and_the_clusters(found):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """The class graded for real on a few checks: ``(output folder, results)``."""
+    """The class graded for real on a few checks, the teacher's solution (the reference) given through
+    ``similar_to``: ``(output folder, results)``."""
     root = tmp_path_factory.mktemp("graded")
     write_class(root / "class")
+    (root / "known").mkdir()
+    shutil.copy(REFERENCE, root / "known" / "solution.py")
     out = root / "out"
     return out, grading.grade(root / "class", out, jobs=2, timeout=240, pytest_args=["-m", "subsequent_mask"],
-                              progress=False)
+                              progress=False, similar_to=root / "known")
 
 
 def test_grading_a_class_writes_similarity(graded):
@@ -254,7 +259,11 @@ def test_grading_a_class_writes_similarity(graded):
     out, results = graded
     data = json.loads((out / "similarity.json").read_text())
     flagged = {frozenset((p["a"], p["b"])) for p in data["pairs"] if p["flagged"]}
-    assert flagged == {frozenset(p) for p in [("copy_a", "copy_b"), ("copy_a", "renamed"), ("copy_b", "renamed")]}
+    solution = similarity.REFERENCE + "solution"
+    assert flagged == {frozenset(p) for p in [("copy_a", "copy_b"), ("copy_a", "renamed"), ("copy_b", "renamed")]
+                       + [(name, solution) for name in COPIES]}
+    assert {p["b"] for p in data["pairs"] if p["a"] == UNRELATED} >= {solution}  # compared, not flagged
+    assert [sorted(g) for g in data["clusters"]] == [sorted([*COPIES, solution])]
     renamed = next(p for p in data["pairs"] if {p["a"], p["b"]} == {"copy_a", "renamed"})
     assert renamed["components"]["multi_head_attention"]["flagged"]  # the renamed copy's roles from its notes
     assert len(data["submissions"]["renamed"]["components"]) == 15
@@ -263,7 +272,7 @@ def test_grading_a_class_writes_similarity(graded):
         assert summary[name]["similarity"] >= similarity.THRESHOLD and summary[name]["most_similar_to"] in COPIES
     assert summary[UNRELATED]["similarity"] < similarity.THRESHOLD
     page = (out / "index.html").read_text()
-    assert "<section id='similarity'>" in page and page.count("<details class='pair'>") == 3
+    assert "<section id='similarity'>" in page and page.count("<details class='pair'>") == 6
     assert "most_similar_to" in (out / "summary.csv").read_text().splitlines()[0]
     rubric = grading.load_rubric()
     for name, result in results.items():
@@ -288,5 +297,13 @@ def test_the_similarity_section_renders_in_a_headless_browser(graded, tmp_path):
     assert "data-errors" not in attributes, attributes["data-errors"]
     assert int(attributes["data-scroll-width"]) <= 1366
     assert '<section id="similarity">' in dom and dom.count('<li class="cluster">') == 1
-    assert dom.count('<tr class="similar">') == 3 and dom.count('<details class="pair" open="">') == 3
-    assert dom.count('<div class="sides">') >= 3 and 'class="hit"' in dom
+    assert dom.count('<tr class="similar">') == 6 and dom.count('<details class="pair" open="">') == 6
+    assert dom.count('<div class="sides">') >= 6 and 'class="hit"' in dom
+
+
+def test_a_missing_similar_to_is_said_in_one_line(tmp_path):
+    write_class(tmp_path / "class")
+    done = subprocess.run([sys.executable, "-m", "conformance", "grade", str(tmp_path / "class"), "--similar-to",
+                           str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--similar-to" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
