@@ -10,6 +10,7 @@ or the code's ``CONFORMANCE_ROLES``) and over the whole code.
 """
 import ast
 import bisect
+import functools
 import html
 import io
 import itertools
@@ -27,6 +28,8 @@ LONG_MATCH = 300
 """Characters of normalised code (a name is one character, no spaces: about 20 lines) a flagged match needs."""
 K, WINDOW = 25, 1
 """copydetect's k-gram length (its default noise threshold) and winnowing window (every k-gram kept)."""
+REGIONS_FROM = 0.5
+"""A match's regions are written (``similarity.json``, the page) from this score up; below, its scores only."""
 REFERENCE = "similar-to:"
 """The prefix of the names of the teacher's sources."""
 NOTE = re.compile(r"^([a-z_]+): ([A-Za-z_][\w.]*)")
@@ -86,6 +89,7 @@ def docstring_lines(tree):
     return lines
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def normalised(text):
     """copydetect's normalised text of ``text`` (names one letter, no comments, no spaces)."""
     from copydetect.utils import filter_code
@@ -204,7 +208,8 @@ def match(a, b, side=None):
     return dict(score=round({"a": share_a, "b": share_b}.get(side, max(share_a, share_b)), 4), a=round(share_a, 4),
                 b=round(share_b, 4), longest=int(max((sa[1] - sa[0]).max(), (sb[1] - sb[0]).max())),
                 matched=int(min((sa[1] - sa[0]).sum(), (sb[1] - sb[0]).sum())),
-                regions={"a": a.regions(raw(sa, a.print)), "b": b.regions(raw(sb, b.print))})
+                regions={"a": a.regions(raw(sa, a.print)), "b": b.regions(raw(sb, b.print))} if max(
+                    share_a, share_b) >= REGIONS_FROM else {"a": [], "b": []})
 
 
 # -- sources and pairs ------------------------------------------------------------------------------------------
@@ -323,7 +328,7 @@ class Similarity:
         return entry.get("similarity"), entry.get("most_similar_to", "")
 
     def json(self):
-        return json.dumps(self.data, indent=1)
+        return json.dumps(self.data, separators=(",", ":"))  # (compact: a large class has many pairs)
 
     # -- the page's section -------------------------------------------------------------------------------------
     def side(self, name, text, regions, context=2):
