@@ -15,17 +15,22 @@ from tabulate import tabulate
 from conformance.grading.analytics import (LOCATION, by_cause, by_check, component_rates, digest, histogram,
                                            score_line)
 from conformance.grading.runner import VERDICTS, write_atomic
+from conformance.grading.similarity import STYLE as SIMILARITY_STYLE
 from conformance.interface import ROLES
 from conformance.plugin import first_line
 
 COLOURS = {"pass": "#c8e6c9", "deviation": "#fff3c4", "missing": "#e0e0e0", "fail": "#ffcdd2", "error": "#f8bbd0"}
-SUMMARY_FIELDS = ["name", "submission", "status", "score", "max_score", *VERDICTS, "reason"]
+SUMMARY_FIELDS = ["name", "submission", "status", "score", "max_score", *VERDICTS, "reason", "similarity",
+                  "most_similar_to"]
+"""``similarity``: the submission's highest similarity to another source, ``most_similar_to``: that source
+(``conformance.grading.similarity``; evidence, never part of the score)."""
 
 
 def rows(results):
     return [dict(name=r["name"], submission=r.get("submission", ""), status=r["status"], score=r.get("score", 0),
                  max_score=r.get("max_score", 0), **{v: r.get("counts", {}).get(v, 0) for v in VERDICTS},
-                 reason=r.get("reason", "")) for r in results.values()]
+                 reason=r.get("reason", ""), similarity="" if r.get("similarity") is None else r["similarity"],
+                 most_similar_to=r.get("most_similar_to", "")) for r in results.values()]
 
 
 # -- pictures -------------------------------------------------------------------------------------------------
@@ -253,7 +258,8 @@ STYLE = ("body{font-family:sans-serif;margin:2em}h3,h4{margin:1.2em 0 .4em}"
          + "".join(f".{v}{{background:{c}}}" for v, c in COLOURS.items()) +
          "details{margin:.6em 0}pre{background:#f6f6f6;padding:6px;margin:0;white-space:pre-wrap;"
          "overflow-wrap:anywhere;max-width:70em}td.detail{min-width:16em;max-width:40em;overflow-wrap:anywhere}"
-         "td.list{min-width:12em;max-width:24em;overflow-wrap:anywhere}#histogram rect{fill:#5c8dd6}")
+         "td.list{min-width:12em;max-width:24em;overflow-wrap:anywhere}#histogram rect{fill:#5c8dd6}"
+         + SIMILARITY_STYLE)
 SCRIPT = """<script>
 function sortBy(th) {  // a click on a header sorts its table by that column, again the other way
   var table = th.closest('table'), body = table.tBodies[0], i = th.cellIndex, up = th.dataset.order !== 'up';
@@ -372,8 +378,9 @@ def details_html(r, picture):
     return "".join(parts) + "</details>"
 
 
-def page(results, pictures, elapsed=None):
-    """index.html: self-contained (inline CSS, a small inline script sorting the tables, pictures as data URIs)."""
+def page(results, pictures, elapsed=None, similarity=None):
+    """index.html: self-contained (inline CSS, a small inline script sorting the tables, pictures as data URIs);
+    ``similarity`` (``conformance.grading.similarity``) gives its section after the analytics."""
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Conformance grades</title><style>{STYLE}"
              f"</style></head><body><h1>Conformance grades ({len(results)} submissions)</h1>"]
@@ -393,14 +400,18 @@ def page(results, pictures, elapsed=None):
                        titles=SUMMARY_FIELDS + list(ROLES)))
     if pictures.get("verdicts"):
         parts.append(f"<h2>Verdicts</h2><img alt='verdicts' src='data:image/png;base64,{pictures['verdicts']}'>")
-    parts += [analytics_html(results), "<h2>Submissions</h2>"]
+    parts.append(analytics_html(results))
+    if similarity is not None:
+        parts.append(similarity.html(lambda name: anchor(name) if name in results else e(name)))
+    parts.append("<h2>Submissions</h2>")
     parts += [details_html(r, pictures.get(r["name"])) for r in results.values()]
     parts.append(f"{SCRIPT}</body></html>")
     return "\n".join(parts)
 
 
-def write_all(results, out, rubric, elapsed=None, pe_pictures=None):
-    """Every report file under ``out``; ``pe_pictures`` holds the PE pictures already drawn (by submission)."""
+def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=None):
+    """Every report file under ``out``; ``pe_pictures`` holds the PE pictures already drawn (by submission);
+    ``similarity`` (``conformance.grading.similarity``) gives ``similarity.json`` and the page's section."""
     summary = rows(results)
     write_atomic(out / "summary.md", summary_markdown(results))
     buffer = io.StringIO()
@@ -422,4 +433,6 @@ def write_all(results, out, rubric, elapsed=None, pe_pictures=None):
         write_atomic(out / "figures" / "verdicts.png", picture)
         pictures["verdicts"] = base64.b64encode(picture).decode()
     write_atomic(out / "junit.xml", junit(results))
-    write_atomic(out / "index.html", page(results, pictures, elapsed))
+    if similarity is not None:
+        write_atomic(out / "similarity.json", similarity.json())
+    write_atomic(out / "index.html", page(results, pictures, elapsed, similarity))

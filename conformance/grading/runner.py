@@ -418,10 +418,13 @@ draw sizes that tell the common mistakes apart, so the class's throughput is bou
 
 
 def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_limit=64 << 20, force=False,
-          rubric=None, pytest_args=(), progress=True, cluster=None):
+          rubric=None, pytest_args=(), progress=True, cluster=None, similar_to=None):
     """Grade every submission of ``folder`` and write the reports under ``out``; returns the results by name.
-    ``cluster``: None (this machine, ``jobs`` at a time), ``local:N`` or a Dask scheduler's address."""
+    ``cluster``: None (this machine, ``jobs`` at a time), ``local:N`` or a Dask scheduler's address.
+    ``similar_to``: a folder of sources (or one file: the teacher's solution) every submission is compared with,
+    besides the other submissions (``conformance.grading.similarity``: evidence in the reports, not in the score)."""
     from conformance.grading import reports as grade_reports
+    from conformance.grading import similarity
     folder = Path(folder)
     out = Path(out or Path("reports") / folder.resolve().name)
     out.mkdir(parents=True, exist_ok=True)
@@ -466,7 +469,9 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
             where.close()
     bar.close()
     ordered = {name: results[name] for name, _ in submissions}
-    grade_reports.write_all(ordered, out, rubric_data, elapsed=time.perf_counter() - started, pe_pictures=pictures)
+    alike = similarity.for_class(ordered, submissions, similar_to)  # after the scores, which it never changes
+    grade_reports.write_all(ordered, out, rubric_data, elapsed=time.perf_counter() - started, pe_pictures=pictures,
+                            similarity=alike)
     return ordered
 
 
@@ -497,6 +502,10 @@ def add_arguments(parser):
     parser.add_argument("--output-limit", type=size, default="64M", help="what a submission may print (default 64M)")
     parser.add_argument("--rubric", help="rubric TOML (default: conformance/grading/rubric.toml)")
     parser.add_argument("--force", action="store_true", help="check unchanged submissions again")
+    parser.add_argument("--similar-to", metavar="PATH", default=None,
+                        help="a folder of sources (public implementations the course knows) or one file (the "
+                             "teacher's solution) to compare every submission with, besides the other submissions; "
+                             "similarity is shown to the teacher, never scored")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -506,6 +515,9 @@ def run(args, pytest_args):
         print(f"conformance-grade: {args.submissions}: " + ("not a folder (give the folder that holds the "
               "submissions)" if folder.exists() else "no such folder"), file=sys.stderr)
         return 2
+    if args.similar_to is not None and not Path(args.similar_to).exists():
+        print(f"conformance-grade: --similar-to {args.similar_to}: no such file or folder", file=sys.stderr)
+        return 2
     if not discover(folder):
         print(f"conformance-grade: {args.submissions} holds no submission (a file or a folder whose name does not "
               "start with '.' or '_'): nothing graded", file=sys.stderr)
@@ -513,7 +525,7 @@ def run(args, pytest_args):
     try:
         results = grade(args.submissions, args.out, jobs=args.jobs, timeout=args.timeout, memory=args.memory,
                         output_limit=args.output_limit, force=args.force, rubric=args.rubric, pytest_args=pytest_args,
-                        progress=not args.quiet, cluster=args.cluster)
+                        progress=not args.quiet, cluster=args.cluster, similar_to=args.similar_to)
     except SetupError as exc:
         print(f"conformance-grade: {exc}", file=sys.stderr)
         return 2
