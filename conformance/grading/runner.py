@@ -469,7 +469,9 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
             where.close()
     bar.close()
     ordered = {name: results[name] for name, _ in submissions}
-    alike = similarity.for_class(ordered, submissions, similar_to)  # after the scores, which it never changes
+    references = [] if similar_to is None else discover(Path(similar_to)) if Path(similar_to).is_dir() else [
+        (Path(similar_to).stem, Path(similar_to))]
+    alike = similarity.for_class(ordered, submissions, references)  # after the scores, which it never changes
     grade_reports.write_all(ordered, out, rubric_data, elapsed=time.perf_counter() - started, pe_pictures=pictures,
                             similarity=alike)
     return ordered

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.loading import LoadError, extract_cells, project_files
+from adapters.cells import LoadError, extract_cells, project_files
 from conformance.interface import ROLES
 
 THRESHOLD = 0.8
@@ -396,23 +396,18 @@ def compare_paths(paths, roles=None, references=()):
                       {Path(p).stem: Path(p) for p in references})
 
 
-def for_class(results, entries, similar_to=None):
+def for_class(results, entries, references=()):
     """The class's :class:`Similarity` (``skipped`` without copydetect): ``results`` by name (the roles come
-    from their notes), ``entries`` ``[(name, path)]`` as the grader found them, ``similar_to`` a folder of the
-    teacher's sources (or one file). Each result gets ``similarity`` and ``most_similar_to``, and nothing else:
-    no score reads them."""
+    from their notes), ``entries`` ``[(name, path)]`` as the grader found them, ``references`` ``[(name, path)]``
+    the teacher's sources to compare them with. Each result gets ``similarity`` and ``most_similar_to``, and
+    nothing else: no score reads them."""
     try:
         import copydetect  # noqa: F401
     except ImportError as exc:
         found = Similarity({}, skipped=f"copydetect is not installed (pip install -e '.[grading]'): {exc}")
     else:
-        from conformance.grading.runner import discover
-        references = {}
-        if similar_to is not None:
-            path = Path(similar_to)
-            references = dict(discover(path)) if path.is_dir() else {path.stem: path}
         found = Similarity(dict(entries), {name: roles_from_notes(r.get("notes")) for name, r in results.items()},
-                           references)
+                           dict(references))
     for name, result in results.items():
         result["similarity"], result["most_similar_to"] = found.best(name)
     return found
