@@ -139,3 +139,26 @@ def target_shift(binding, module_name, roles):
              "tgt_mask": torch.tril(torch.ones(5, 5, dtype=torch.bool)).expand(2, 5, 5)}
     return alignment.target_shift(  # the author's forward alone (not the canonical call's fallback to decode)
         model.inner, lambda: model.inner(**argument_values(model.forward_arguments, named, model.convention)), tgt)
+
+
+def hides_a_masked_key(impl, role="multi_head_attention"):
+    """Whether ``role`` of ``impl`` (an attention, with its call's mask convention) leaves its output unchanged
+    when a key the canonical mask hides changes (§3.2.3): True, False (the key shows: the mask is read the other
+    way round, or ignored), or None when the block cannot be called so."""
+    torch.manual_seed(0)
+    x, y = torch.randn(2, 4, PROBE.d_model), torch.randn(2, 5, PROBE.d_model)
+    changed = y.clone()
+    changed[:, -1] = torch.randn(2, PROBE.d_model) * 3
+    mask = torch.ones(2, 1, 5, dtype=torch.bool)
+    mask[:, :, -1] = False
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+            block = impl.build(role, PROBE).eval()
+            before, after = block(x, y, y, mask), block(x, changed, changed, mask)
+    except Exception:  # noqa: BLE001 - the author's code under a call it may not take: no reading
+        return None
+    if isinstance(before, (tuple, list)):
+        before, after = before[0], after[0]
+    if not isinstance(before, torch.Tensor) or before.shape != after.shape or not before.isfinite().all():
+        return None
+    return bool(torch.allclose(before, after, atol=1e-5))

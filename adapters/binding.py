@@ -30,7 +30,8 @@ import torch
 from adapters.assembly import (METHOD_ROLES, assembled_together, masks_as_the_model_passes_them, method_role,
                                parts_in_built_blocks)
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, behaves, embeds_token_ids, helper_masks,
-                                learns_weights, masks_of_another_shape, target_shift, works_sequence_first)
+                                hides_a_masked_key, learns_weights, masks_of_another_shape, target_shift,
+                                works_sequence_first)
 from adapters.building import PROBE, Binding, builds, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, first_tensor, in_torch_style, plan_arguments,
                                  positions_of, returns_table)
@@ -272,6 +273,14 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
         if inferred and inferred != convention:
             return bind_roles(namespace, module_name, {**overrides, "masks": {**masks, "convention": inferred}},
                               modules, prefer)
+    if helper is None and "convention" not in masks and "multi_head_attention" in bindings \
+            and hides_a_masked_key(Implementation(module_name, roles)) is False:  # no helper: read by behaviour
+        other = bind_roles(namespace, module_name, {**overrides, "masks": {**masks, "convention": "blocked"}},
+                           modules, prefer)
+        if hides_a_masked_key(Implementation(module_name, other.roles)):
+            other.notes.append("masks: read as True = blocked, the way the attention hides a masked key (no mask "
+                               "helper says so)")
+            return other
     grafts = {}
     for binding in bindings.values():
         for source in binding.constructor.values():

@@ -123,9 +123,10 @@ def mask_named_again(name, wanted, plan):
 def names_the_target_mask(name):
     """Whether a mask argument's name says it is the target's (a causal mask: ``look_ahead_mask``, ``targets_mask``,
     ``dec_self_mask``) rather than the source's padding (``enc_padding_mask``, ``dec_padding_mask``: the padding of
-    the memory the decoder attends to, ``inputs_mask``)."""
+    the memory the decoder attends to, ``enc_dec_attn_mask``, ``inputs_mask``)."""
     words = name_words(name)
-    if words & {"padding", "pad"} and not words & {"tgt", "trg", "target", "targets"}:
+    if words & {"padding", "pad"} and not words & {"tgt", "trg", "target", "targets"} or words & {"enc", "encoder"} \
+            and words & {"dec", "decoder"}:  # (the memory's padding, or the encoder-decoder attention's mask)
         return False
     return bool(words & (WORDS["target"] - {"output", "out"} | {"targets", "look", "ahead", "lookahead", "causal",
                                                                   "subsequent", "future", "nopeak"}))

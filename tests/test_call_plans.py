@@ -21,9 +21,13 @@ def test_masks_named_for_what_they_hide():
 
     def causal_first(x, memory, causal_mask, input_mask):
         pass
+
+    def cross_named(x, x_enc, self_attn_mask, enc_dec_attn_mask):
+        pass
     assert plan(tutorial) == ["x", "memory", "tgt_mask", "src_mask"]
     assert plan(spelled_out) == ["x", "memory", "tgt_mask", "src_mask"]
     assert plan(causal_first) == ["x", "memory", "tgt_mask", "src_mask"]
+    assert plan(cross_named) == ["x", "memory", "tgt_mask", "src_mask"]
 
 
 def test_torch_style_masks_named_for_what_they_hide():

@@ -136,3 +136,36 @@ def test_the_reference_takes_an_eps_the_candidate_computes_with():
     reference = adopt_eps(nn.Sequential(ReferenceLayerNorm(4)), 1e-6)
     assert reference[0].eps == 1e-6
     assert adopt_eps(nn.Sequential(ReferenceLayerNorm(4)), None)[0].eps == ReferenceLayerNorm(4).eps
+
+
+BLOCKED_MASKS = '''
+import math
+import torch
+import torch.nn as nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, h):
+        super().__init__()
+        self.h, self.w_q, self.w_k = h, nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+
+    def forward(self, q, k, v, mask=None):
+        b, d = q.size(0), q.size(-1)
+        split = lambda t: t.view(b, -1, self.h, d // self.h).transpose(1, 2)
+        scores = split(self.w_q(q)) @ split(self.w_k(k)).transpose(-2, -1) / math.sqrt(d // self.h)
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))  # True = hidden
+        heads = torch.softmax(scores, dim=-1) @ split(self.w_v(v))
+        return self.w_o(heads.transpose(1, 2).reshape(b, -1, d))
+'''
+
+
+def test_masks_read_the_way_the_attention_hides_a_key(tmp_path):
+    """No mask helper says which way round the masks are: discovery reads it from the attention itself, which hides
+    a key under True (masked_fill(mask, -inf)), and the masked-key check then passes."""
+    path = tmp_path / "blocked.py"
+    path.write_text(BLOCKED_MASKS)
+    _, found = discovered(path)
+    assert found.convention.startswith("blocked"), found.describe()
+    assert any("True = blocked, the way the attention hides" in note for note in found.notes)
