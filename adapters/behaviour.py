@@ -81,9 +81,10 @@ def works_sequence_first(binding, module_name, roles, bindings, convention, prob
     return problem
 
 
-def behaves(implementation, role):
-    """Build the role on a small configuration and make the canonical call; None if it works, else the error."""
-    case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
+def behaves(implementation, role, cfg=PROBE):
+    """Build the role on a small configuration (or ``cfg``) and make the canonical call; None if it works, else the
+    error."""
+    case = Case(implementation, cfg, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
     try:
         if role in MASK_CALLS:  # the harness has no canonical call of the mask helpers: theirs is made here
             arguments = MASK_CALLS[role](case)

@@ -9,7 +9,8 @@ import functools
 
 from adapters.behaviour import behaves
 from adapters.building import authors_own_blocks
-from conformance.interface import ROLES
+from conformance import harness
+from conformance.interface import ROLES, Config
 
 ENCLOSING = {
     "positional_encoding": ("model", "encoder", "decoder"),
@@ -61,3 +62,20 @@ def _author_runs_it(impl, role):
         if problem is None and not grafted and calls["started"] and calls["started"] == calls["returned"]:
             return outer
     return None
+
+
+PAPER_BASE = Config(dropout=0.0)
+"""The base model's sizes (Table 3: d_model = 512, h = 8, d_ff = 2048, N = 6), with small vocabularies."""
+
+
+@functools.lru_cache(maxsize=64)
+def runs_at_the_papers_sizes(impl, role):
+    """Whether ``role``, built at the paper's base sizes (:data:`PAPER_BASE`) rather than the checker's small ones,
+    makes its canonical call without a crash: code that fixes a size of its own somewhere (a literal 512, a table
+    as long as d_model) runs as its author runs it, and its crash at the checker's sizes is no evidence."""
+    saved = harness.LATEST_CASE
+    try:
+        with authors_own_blocks():
+            return behaves(impl, role, PAPER_BASE) is None
+    finally:
+        harness.LATEST_CASE = saved

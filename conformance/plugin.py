@@ -25,8 +25,8 @@ from adapters.lint import self_attributes
 from adapters.loading import MissingPackage
 from adapters.submission import ImplementationNotFound, load_implementation
 from conformance import causes, crashes, harness, verdicts
-from conformance.evidence import author_runs_it
-from conformance.interface import IMPL_ENV_VAR, ROLES, MissingRole
+from conformance.evidence import author_runs_it, runs_at_the_papers_sizes
+from conformance.interface import FUNCTION_ROLES, IMPL_ENV_VAR, ROLES, MissingRole
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, Finding, summary_table
 
 FAMILIES = ("shapes", "masks", "embeddings", "positional_encoding", "softmax", "norm_order", "parameters",
@@ -231,6 +231,11 @@ def diagnosis(excinfo, component, locate, impl):
     if "device" in str(exc) and any(words in str(exc) for words in ("Expected all tensors", "same device",
                                                                      "not on the expected device")):
         return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
+    if impl is not None and component in impl.roles and component not in FUNCTION_ROLES \
+            and runs_at_the_papers_sizes(impl, component):
+        return (MISSING, "adapter.sizes_fixed_by_the_code", f"{component} crashed at the checker's sizes, while built "
+                f"at the paper's (d_model = 512, h = 8, d_ff = 2048, N = 6) it runs: its code fixes a size of its "
+                f"own ({message}). {MAP_IT}")
     return ERROR, crash.cause, message
 
 

@@ -318,6 +318,8 @@ def test_padding_mask_helper(impl, device, component, drawn):
     requirement = (f"(tokens != pad_idx={pad}).unsqueeze(-2): shape ({b}, 1, {length}), True at the real tokens "
                    "(§3.2.3; True = may attend)")
     mask = as_boolean(f(tokens, pad), "padding_mask")
+    if mask.shape == tokens.shape:  # one flag per token, (batch, length): the keys' flags, as its blocks read them
+        mask = mask[:, None, :]
     square = (b, length, length)
     got = broadcast(mask, square, "padding_mask", requirement).cpu()
     expected = keep[:, None, :].expand(square).cpu()

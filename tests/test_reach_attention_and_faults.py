@@ -167,6 +167,25 @@ class OffsetTargetIds(ref.Transformer):
         return super().decode(tgt + 100, memory, src_mask, tgt_mask)
 
 
+class NormedAtThePapersWidth(ref.FeedForwardNetwork):
+    """Normalizes its output with a LayerNorm of the paper's width, 512, whatever d_model it is given."""
+
+    def __init__(self, d_model, d_ff):
+        super().__init__(d_model, d_ff)
+        self.norm = nn.LayerNorm(512)
+
+    def forward(self, x):
+        return self.norm(super().forward(x))
+
+
+def test_a_block_that_runs_at_the_papers_sizes_is_not_blamed_for_the_checkers():
+    """A crash at the checker's small sizes of a block that runs at the paper's base sizes (its code fixes one of
+    them) is missing; a crash at every size (ids past every table) stays the code's error."""
+    check = test_shapes.test_output_shape
+    assert cause_of(check, "feed_forward", {"feed_forward": NormedAtThePapersWidth}) == \
+        "adapter.sizes_fixed_by_the_code"
+
+
 def test_an_embedding_sized_otherwise_than_configured_is_not_blamed():
     """Token ids of the configured vocabularies overflowing a table sized otherwise say that the checker's
     vocabulary was not taken (missing); ids beyond every configured vocabulary are the code's error."""
@@ -266,3 +285,16 @@ def test_a_check_that_left_no_verdict(tmp_path):
                           dict(timeout=60, memory=1 << 30, output_limit=1 << 20), apart)
     assert [(c["nodeid"], c["verdict"], c["cause"]) for c in result["checks"]] == [
         (nodeids[0], "pass", ""), (nodeids[1], "error", "grading.check_did_not_report")]
+
+
+def test_a_padding_helper_giving_one_flag_per_token_passes():
+    """``(tokens != pad_idx)`` of shape (batch, length), the keys' flags its blocks expand, is the padding mask;
+    flags over the queries instead, (batch, length, 1), are not."""
+    def per_token(tokens, pad_idx):
+        return tokens != pad_idx
+
+    def per_query(tokens, pad_idx):
+        return (tokens != pad_idx)[..., None]
+    check = test_masks.test_padding_mask_helper
+    assert cause_of(check, "padding_mask", {"padding_mask": per_token}) == "pass"
+    assert cause_of(check, "padding_mask", {"padding_mask": per_query}) == "padding_mask.masks_queries"
