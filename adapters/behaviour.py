@@ -11,7 +11,7 @@ import torch
 from adapters import alignment
 from adapters.building import PROBE, probe_build
 from adapters.call_plans import SEQUENCE_FIRST, argument_values
-from adapters.masks import HEAD_AXIS, KEY_VECTORS, LENGTHS, describe_convention
+from adapters.masks import HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD_AXIS, base_convention, describe_convention
 from adapters.wrapping import role_builder
 from conformance.harness import PAD, Case, canonical_inputs, run
 from conformance.interface import Implementation
@@ -27,9 +27,10 @@ MASKED = ("attention", "multi_head_attention", "encoder_layer", "decoder_layer",
 
 def masks_of_another_shape(binding, module_name, roles, bindings, convention):
     """Whether ``binding`` works under the canonical call with its masks in another shape (:data:`HEAD_AXIS`,
-    :data:`KEY_VECTORS`), which it then keeps (``roles`` updated, a note added)."""
-    base = convention.removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS)
-    for shape in (HEAD_AXIS, KEY_VECTORS):
+    :data:`KEY_VECTORS`, and for the attention function :data:`NO_HEAD_AXIS`), which it then keeps (``roles``
+    updated, a note added)."""
+    base = base_convention(convention)
+    for shape in (HEAD_AXIS, KEY_VECTORS) + ((NO_HEAD_AXIS,) if binding.role == "attention" else ()):
         if convention.endswith(shape):
             continue
         binding.masks = base + shape

@@ -37,7 +37,7 @@ from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, first_tensor, 
                                  positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked
 from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed
-from adapters.masks import HEAD_AXIS, KEY_VECTORS, describe_convention, infer_convention
+from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_convention, infer_convention
 from adapters.names import CANONICAL_CALLS
 from adapters.wrapping import module_builder, role_builder
 from conformance.interface import Implementation
@@ -298,7 +298,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
     found = Discovery(roles, bindings, convention, notes, grafts,
                       {role for role, binding in bindings.items() if not binding.works})
     if found.unusable and not {"head_axis", "key_vectors"} & set(masks):  # masks of another shape?
-        base = convention.removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS)
+        base = base_convention(convention)
         for shape in ("head_axis", "key_vectors"):
             other = bind_roles(namespace, module_name, {**overrides, "masks": {
                 **masks, "convention": base, shape: True}}, modules, prefer)

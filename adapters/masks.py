@@ -54,12 +54,22 @@ KEY_VECTORS = "+keys"
 code that views it as (batch, 1, 1, Lk) takes it): what else the canonical mask blocks is not given."""
 
 
+NO_HEAD_AXIS = "-heads"
+"""Suffix of a convention whose masks for the attention function come without the head axis the canonical call
+gives them, (batch, 1|Lq, Lk): an attention that adds the axis itself, as its multi-head block calls it."""
+
+
+def base_convention(convention):
+    """A convention without its shape suffix."""
+    return convention.removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS).removesuffix(NO_HEAD_AXIS)
+
+
 def describe_convention(convention):
-    base = convention.removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS)
     shape = ("; masks given a head axis (batch, 1, Lq, Lk)" if convention.endswith(HEAD_AXIS) else
              "; masks given as (batch, Lk) key-padding vectors, which cannot say what else a query may not see"
-             if convention.endswith(KEY_VECTORS) else "")
-    return MASK_CONVENTIONS[base] + shape
+             if convention.endswith(KEY_VECTORS) else
+             "; masks given without a head axis (batch, 1|Lq, Lk)" if convention.endswith(NO_HEAD_AXIS) else "")
+    return MASK_CONVENTIONS[base_convention(convention)] + shape
 
 
 def to_convention(mask, convention):
@@ -72,6 +82,9 @@ def to_convention(mask, convention):
     if convention.endswith(KEY_VECTORS):
         mask = mask.any(-2) if mask.dim() == 3 else mask
         convention = convention.removesuffix(KEY_VECTORS)
+    if convention.endswith(NO_HEAD_AXIS):
+        mask = mask.squeeze(1) if mask.dim() == 4 and mask.size(1) == 1 else mask
+        convention = convention.removesuffix(NO_HEAD_AXIS)
     if convention == "blocked":
         return ~mask
     if convention == "additive":
@@ -104,7 +117,7 @@ def from_convention(mask, convention):
         mask = mask.squeeze(1)
     if (convention or "").endswith(KEY_VECTORS) and mask.dim() == 2:
         mask = mask.unsqueeze(-2)
-    convention = (convention or "keep").removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS)
+    convention = base_convention(convention or "keep")
     if convention == "additive":
         return mask == 0
     return (mask == 0) if convention == "blocked" else (mask != 0)

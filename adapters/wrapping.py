@@ -5,6 +5,7 @@ through its forward or its ``encode`` and ``decode``); a function role (attentio
 callable taking the canonical arguments. Inputs are given by the call plan, masks in the code's convention, tensors
 in its layout.
 """
+import ast
 import copy
 import dataclasses
 import inspect
@@ -16,8 +17,9 @@ from adapters import alignment
 from adapters.building import PROBE, build_from_plan, probe_build
 from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, argument_values, first_tensor, from_layout,
                                  in_layout, in_torch_style, inputs_not_accepted, plan_arguments, positions_of,
-                                 returns_table, setup_call)
+                                 name_words, returns_table, setup_call)
 from adapters.construction import hyperparameters_fed
+from adapters.lint import self_attributes
 from adapters.masks import from_convention
 from adapters.names import CANONICAL_CALLS, normalize
 from conformance.harness import PAD
@@ -262,13 +264,31 @@ def attention_function(binding, convention):
 
     def attention(query, key, value, mask=None):
         function = callee(query)
-        return function(**adapt_arguments(plan_arguments(function, CANONICAL_CALLS["attention"]),
-                                          dict(zip(CANONICAL_CALLS["attention"], (query, key, value, mask))),
+        arguments = plan_arguments(function, CANONICAL_CALLS["attention"])
+        if inspect.ismethod(function) and not {"key", "value"} <= {c for _, c in arguments}:
+            for canonical, attribute in stored_inputs(function).items():  # keys and values its block holds
+                setattr(function.__self__, attribute, key if canonical == "key" else value)
+        return function(**adapt_arguments(arguments, dict(zip(CANONICAL_CALLS["attention"], (query, key, value, mask))),
                                           convention))
     if binding.part_of is None and not inspect.isclass(target):
         attention.inputs_not_accepted = lambda: inputs_not_accepted(
             target, plan_arguments(target, CANONICAL_CALLS["attention"]), CANONICAL_CALLS["attention"], binding.name)
     return attention
+
+
+def stored_inputs(method):
+    """``{"key": attribute, "value": attribute}`` for an attention method that reads its keys and values from its
+    block, where another method stored them (``init_keys(key)`` setting ``self.key_heads``, ``self.value_heads``,
+    which ``attend(query, mask)`` reads): the attributes it reads that ``__init__`` and it itself do not set, named
+    for keys and for values; {} unless both are found."""
+    cls, function = type(method.__self__), method.__func__
+    read, made = self_attributes(function, ast.Load), self_attributes(cls.__init__)
+    if read is None or made is None:
+        return {}
+    state = sorted(read - made - (self_attributes(function) or set()))
+    found = {canonical: next((a for a in state if any(w.startswith(canonical) for w in name_words(a))), None)
+             for canonical in ("key", "value")}
+    return found if all(found.values()) else {}
 
 
 def role_builder(binding, bindings, convention):
