@@ -145,7 +145,8 @@ def test_a_call_by_position_and_one_by_keyword_have_one_pattern():
     assert by_position == by_keyword
     assert not pattern_fits(by_position, calling_pattern(forward, (x, x, x, mask[:, 0]), {}, method=True))
     assert not pattern_fits(by_position, calling_pattern(forward, (x, x, x, mask.float()), {}, method=True))
-    assert not pattern_fits(by_position, calling_pattern(forward, (x, x, x), {}, method=True))
+    assert not pattern_fits(calling_pattern(forward, (x, x, x), {}, method=True), by_position)  # a mask more
+    assert pattern_fits(by_position, calling_pattern(forward, (x, x, x), {}, method=True))  # left to its default
     # a batch of one, or a length of one the check drew, is no other layout
     assert pattern_fits(by_position, calling_pattern(forward, (x[:1], x[:1], x[:1], mask[:1, ..., :1]), {},
                                                      method=True))
