@@ -93,10 +93,9 @@ assert set(FUNCTION_ENCLOSING) <= set(ROLES) and all(set(o) <= set(ROLES) for o 
 
 # -- calling patterns ------------------------------------------------------------------------------------------------
 def tensor_form(ndim, dtype, shape):
-    """A tensor argument's form: ``("tensor", ndim, kind, axes of size 1)``, the batch axis (0) left out (a batch
-    of one says nothing of a layout)."""
+    """A tensor argument's form: ``("tensor", ndim, kind, axes of size 1)``, the axes counted from the last (-1)."""
     kind = "bool" if dtype == torch.bool else "float" if dtype.is_floating_point or dtype.is_complex else "integer"
-    return ("tensor", ndim, kind, tuple(i for i, n in enumerate(shape) if i and n == 1))
+    return ("tensor", ndim, kind, tuple(i - ndim for i, n in enumerate(shape) if n == 1))
 
 
 def argument_form(value):
@@ -153,11 +152,17 @@ def calling_pattern(function, args, kwargs, method=False, form=argument_form):
 
 
 def form_fits(author, check):
-    """Whether the check passed an argument of the form the author passes: equal, or (a tensor) of the same rank and
-    kind whose axes of size 1 include the author's (a length of 1 the check drew makes one axis more of size 1)."""
+    """Whether the check passed an argument of the form the author passes. Tensors: of one kind, and, aligned from
+    their last axes as broadcasting aligns them, the check's has size 1 wherever the author's has (a layout the
+    author broadcasts, a (batch, 1, 1, Lk) mask, is not given as (batch, 1, Lk), whose batch then meets the heads);
+    axes only one of them has do not count (the author's (Lq, Lk) mask broadcasts over the batch and heads a
+    (batch, 1, Lq, Lk) one spells out), nor does a size 1 the check drew where the author's is longer."""
     if author == check:
         return True
-    return (author[0] == check[0] == "tensor" and author[1:3] == check[1:3] and set(author[3]) <= set(check[3]))
+    if not author[0] == check[0] == "tensor" or author[2] != check[2]:
+        return False
+    reach = min(author[1], check[1])
+    return {i for i in author[3] if i >= -reach} <= set(check[3])
 
 
 CARRIERS = ("tensor", "function")
@@ -178,7 +183,8 @@ def describe_form(form):
     if form[0] != "tensor":
         return {"function": "a function", "number": "a number", "sequence": "a sequence"}.get(form[0], f"a {form[0]}")
     _, ndim, kind, ones = form
-    return f"a {kind} {ndim}-d tensor" + (f" (size 1 on axis {', '.join(map(str, ones))})" if ones else "")
+    return f"a {kind} {ndim}-d tensor" + (f" (size 1 on axis {', '.join(str(i + ndim) for i in ones)})" if ones
+                                          else "")
 
 
 def describe_pattern(pattern):

@@ -150,4 +150,11 @@ def test_a_call_by_position_and_one_by_keyword_have_one_pattern():
     # a batch of one, or a length of one the check drew, is no other layout
     assert pattern_fits(by_position, calling_pattern(forward, (x[:1], x[:1], x[:1], mask[:1, ..., :1]), {},
                                                      method=True))
+    # the author's (Lq, Lk) mask broadcasts over what a (batch, 1, Lq, Lk) one spells out; a (batch, 1, Lk) one, laid
+    # where the author lays (batch, 1, 1, Lk), puts the batch on the heads
+    square = calling_pattern(forward, (x, x, x, torch.ones(5, 5, dtype=torch.bool)), {}, method=True)
+    assert pattern_fits(square, calling_pattern(forward, (x, x, x, torch.ones(3, 1, 5, 5, dtype=torch.bool)), {},
+                                                method=True))
+    assert not pattern_fits(by_position, calling_pattern(forward, (x, x, x, torch.ones(3, 1, 5, dtype=torch.bool)),
+                                                         {}, method=True))
     assert "mask: a bool 4-d tensor (size 1 on axis 1, 2)" in describe_pattern(by_position)
