@@ -4,7 +4,14 @@ the author's own code, calling it its own way, crashes too.
 The author's enclosing blocks call a sub-block as the author meant it to be called (its mask layout, an argument
 that is a function, sizes it takes from elsewhere): when the model, a stack or a layer runs on its canonical call
 and every instance of the sub-block's class inside it returns, the sub-block works where its author uses it, and
-its crash under the checker's own call says only that the checker does not know how to call it."""
+its crash under the checker's own call says only that the checker does not know how to call it.
+
+Every fail and error record also names its evidence (:func:`evidence`). While a check runs, the harness records the
+calling pattern of each call it makes to its component (:class:`CheckCalls`: argument names, and of each tensor its
+rank, kind and axes of size 1); the author's enclosing blocks are run under a recorder of the same patterns
+(:func:`authors_calls`). A failure on a pattern that the author's outermost running block never uses is the checker's
+way of calling, not the author's bug. Replaying a failing check through the author's own call has no cheap general
+form yet, so that kind of evidence is not claimed."""
 import contextlib
 import dataclasses
 import functools
