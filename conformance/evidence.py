@@ -455,8 +455,8 @@ def evidence(impl, role, cause, check_calls, crashed):
         return Evidence(WITHOUT_A_CALL)
     if role == "model":
         return Evidence(AUTHORS_CALL)
-    if impl is None:
-        return Evidence(CHECKERS_CALL)
+    if not isinstance(getattr(impl, "roles", None), dict):  # no implementation, or roles served from apart
+        return Evidence(CHECKERS_CALL)                          # (grading's judge): no author's code here to run
     if any(pattern_fits(a, c) for a in observed_patterns(impl, role) for c in checked):
         return Evidence(AUTHORS_CALL)
     calls = authors_calls(impl, role)
