@@ -122,9 +122,10 @@ CATALOGUE = (
       "the drawn one"),
     E("adapter.precondition_not_met", "", "the checker's call broke a precondition the author's code states (an "
       "assert on its arguments)"),
-    E("adapter.call_not_as_author", "", "the block crashed under the checker's call while the author's own "
-      "enclosing block, built of the author's sub-blocks, calls it without a crash: the checker does not call it as "
-      "its author does"),
+    E("adapter.call_not_as_author", "", "the block crashed or failed under the checker's call while the author's "
+      "own enclosing block, built of the author's sub-blocks, calls it without a crash, or only with arguments of "
+      "other forms (a mask of another layout, a function for a tensor): the checker does not call it as its author "
+      "does"),
     E("adapter.model_prepends_start_token", "§3.1", "the model puts a start token before the target itself, so it "
       "reads one token more than the reference and is not compared with the reference's numbers"),
     E("adapter.global_set_by_main", "", "the code reads a global that the author's main block assigns, and running "

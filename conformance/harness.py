@@ -1,4 +1,5 @@
 """What every check uses: a :class:`Case` (implementation, configuration, inputs) and the canonical calls."""
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 
@@ -13,6 +14,10 @@ MODULE_ROLES = ("embedding", "positional_encoding", "multi_head_attention", "fee
 PAD = 0
 LATEST_CASE = None
 """The case most recently drawn: the plugin adds its reproduction to a finding that has none."""
+WATCH = None
+"""While a check runs: what records the calls the check makes to the roles it builds (the plugin sets it, see
+``conformance.evidence.CheckCalls``): ``WATCH.module(role, module)`` for each module :meth:`Case.build` returns, and
+``WATCH.function(role, function)``, a context manager around each call of a function role; None otherwise."""
 
 
 def seed_generators(seed, device):
@@ -71,12 +76,14 @@ class Case:
     def build(self, role, train=False):
         """Build ``role`` with the case's seed, on its device and dtype, in eval mode (train mode if asked)."""
         if role in FUNCTION_ROLES:
-            return OnCopies(self.impl.function(role))
+            return OnCopies(self.impl.function(role), role)
         seed_generators(self.seed, self.device)
         module = self.impl.build(role, self.cfg)
         if not isinstance(module, nn.Module):
             raise Failure(f"{role}.not_a_module", f"the {role} role to build a torch.nn.Module",
                           f"{type(module).__name__}")
+        if WATCH is not None:
+            WATCH.module(role, module)
         module.to(device=self.device, dtype=self.dtype)
         return module.train(train)
 
@@ -130,12 +137,14 @@ class OnCopies:
     function changing its inputs in place (``K.transpose_(2, 3)``) does not change the checker's. ``modified`` lists
     the positions of the arguments the last call changed; any other attribute is the function's own."""
 
-    def __init__(self, function):
-        self.function, self.modified = function, []
+    def __init__(self, function, role=None):
+        self.function, self.role, self.modified = function, role, []
 
     def __call__(self, *args, **kwargs):
         copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        out = self.function(*copies, **kwargs)
+        with WATCH.function(self.role, self.function) if WATCH is not None else contextlib.nullcontext(
+                self.function) as function:
+            out = function(*copies, **kwargs)
         self.modified = [i for i, (a, c) in enumerate(zip(args, copies)) if isinstance(a, torch.Tensor)
                          and (c.shape != a.shape or not torch.equal(c, a))]
         return out

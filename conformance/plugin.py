@@ -25,7 +25,7 @@ from adapters.lint import self_attributes
 from adapters.loading import MissingPackage
 from adapters.submission import ImplementationNotFound, load_implementation
 from conformance import causes, crashes, harness, verdicts
-from conformance.evidence import author_runs_it, runs_at_the_papers_sizes
+from conformance.evidence import CheckCalls, author_runs_it, evidence, runs_at_the_papers_sizes
 from conformance.interface import FUNCTION_ROLES, IMPL_ENV_VAR, ROLES, MissingRole
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, Finding, summary_table
 
@@ -390,15 +390,39 @@ def statement_at(filename, line):
 
 
 BEHIND = pytest.StashKey[tuple]()
+CALLS = pytest.StashKey[CheckCalls]()
+"""The calls the check made to its component's role (``conformance.evidence.CheckCalls``)."""
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem):
+    ours = getattr(pyfuncitem, "module", None) is not None and pyfuncitem.module.__name__.startswith("conformance.")
+    if ours:
+        harness.WATCH = pyfuncitem.stash[CALLS] = CheckCalls(component_of(pyfuncitem))
     try:
         return (yield)
     except Exception as exc:
+        harness.WATCH = None
         look_behind(pyfuncitem, exc)
         raise
+    finally:
+        harness.WATCH = None
+
+
+def with_evidence(item, impl, verdict, cause, message):
+    """``(verdict, cause, message, evidence kind)`` of a record: a fail or error gets its evidence
+    (``conformance.evidence``), or, made on a call the author's own enclosing block never makes while that block
+    runs and calls the role otherwise, becomes missing (``adapter.call_not_as_author``); other verdicts get None."""
+    if verdict not in (FAIL, ERROR):
+        return verdict, cause, message, None
+    component = component_of(item)
+    found = evidence(impl, component, cause, item.stash.get(CALLS, None), verdict == ERROR)
+    if found.not_as_author:
+        return (MISSING, "adapter.call_not_as_author", f"{component} {'crashed' if verdict == ERROR else 'failed'} "
+                f"under a call its author never makes: {found.not_as_author} "
+                f"({first_line(message) if message.startswith(cause) else f'{cause}: {first_line(message)}'}). "
+                f"{MAP_IT}", None)
+    return verdict, cause, message, found.kind
 
 
 def look_behind(item, exc):
@@ -457,9 +481,12 @@ def pytest_runtest_makereport(item, call):
         impl = getattr(item, "funcargs", {}).get("impl")
         verdict, cause, message = (PASS, "", "; ".join(PASS_NOTES)) if call.excinfo is None else classify(
             call.excinfo, component_of(item), getattr(impl, "locate", None), impl)
+        verdict, cause, message, kind = with_evidence(item, impl, verdict, cause, message)
         message += read_beside(impl, component_of(item), cause)
         record = dict(component=component_of(item), family=family_of(item), check=check_of(item),
                       verdict=verdict, cause=cause, message=message, nodeid=item.nodeid)
+        if kind is not None:
+            record["evidence"] = kind
         hidden = behind(item, verdict, cause)
         if hidden:
             record["behind"] = hidden
@@ -476,7 +503,7 @@ def pytest_runtest_makereport(item, call):
         elif verdict == MISSING:
             report.outcome, report.longrepr = "skipped", (str(item.path), item.location[1] or 0, message)
         elif verdict in (FAIL, ERROR):
-            report.longrepr = f"[{record['component']}] {message}"
+            report.longrepr = f"[{record['component']}] [{kind}] {message}"
         report.user_properties.append(("conformance", record))
         if impl is not None and not item.config.stash.get(NOTES, None):
             item.config.stash[NOTES] = list(impl.notes)
@@ -518,7 +545,8 @@ def pytest_terminal_summary(terminalreporter, config):
     for (verdict, component, cause), group in findings(records):
         tag = " (expected)" if all(r.get("expected") for r in group) else ""
         checks = ", ".join(sorted({r["check"] for r in group}))
-        tr.write_line(f"{verdict.upper():9} {component} [{checks}]{tag}: {group[0]['message'].splitlines()[0]}")
+        tr.write_line(f"{verdict.upper():9} {component} [{checks}]{tag}{evidence_tag(group)}: "
+                      f"{group[0]['message'].splitlines()[0]}")
     for (verdict, component, cause, crash), group in findings_behind_errors(records):
         checks = ", ".join(sorted({r["check"] for r in group}))
         tr.write_line(f"{verdict.upper():9} {component} [{checks}] behind {crash}: "
@@ -565,6 +593,12 @@ def findings_behind_errors(records):
     once the crash is repaired, grouped like :func:`findings`."""
     return grouped(((r["behind"]["verdict"], r["component"], r["behind"]["cause"], r["cause"]), r)
                    for r in records if "behind" in r)
+
+
+def evidence_tag(group):
+    """`` [author's call]``: the evidence kinds of a group of records (fail or error), or ""."""
+    kinds = sorted({r["evidence"] for r in group if r.get("evidence")})
+    return f" [{'; '.join(kinds)}]" if kinds else ""
 
 
 def first_line(text):

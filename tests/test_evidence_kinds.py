@@ -1,0 +1,160 @@
+"""Every fail and error record carries its evidence kind (issue 23, section 3; ``conformance/evidence.py``), and a
+failure under a call the author's own code never makes is no verdict on the author.
+
+The attention below takes its padding as (batch, 1, 1, Lk) key vectors, which its author's layers pass, and its
+causality as a constructor flag. Under the checker's (batch, Lq, Lk) target mask it does not crash: it reads the
+mask's last row as the key vectors, and so lets every query see the future. The author's own layers never call it
+that way: that failure is the checker's call, not the author's bug. The feed-forward network forgets its ReLU, a
+real bug on a call the author's layers make exactly so."""
+import json
+
+import torch
+
+from conformance import evidence
+from conformance.evidence import AUTHORS_CALL, calling_pattern, describe_pattern, pattern_fits
+from tests.suite import run_on_source, run_suite
+
+SOURCE = '''
+import math
+
+import torch
+import torch.nn as nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, h, causal=False):
+        super().__init__()
+        self.h, self.d_k, self.causal = h, d_model // h, causal
+        self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+
+    def forward(self, query, key, value, key_padding):
+        b, lq, lk = query.size(0), query.size(1), key.size(1)
+        q = self.w_q(query).view(b, lq, self.h, self.d_k).transpose(1, 2)
+        k = self.w_k(key).view(b, lk, self.h, self.d_k).transpose(1, 2)
+        v = self.w_v(value).view(b, lk, self.h, self.d_k).transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)
+        allowed = key_padding.flatten(1)[:, -lk:].reshape(b, 1, 1, lk)  # (batch, 1, 1, Lk) key vectors
+        if self.causal:
+            allowed = allowed & torch.ones(lq, lk, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~allowed, -1e9)
+        heads = torch.softmax(scores, dim=-1) @ v
+        return self.w_o(heads.transpose(1, 2).reshape(b, lq, self.h * self.d_k))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.w_2(self.w_1(x))  # the bug: no ReLU
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, h, d_ff, dropout):
+        super().__init__()
+        self.attn, self.ff = MultiHeadAttention(d_model, h), FeedForward(d_model, d_ff)
+        self.norm_1, self.norm_2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, src_keys):
+        x = self.norm_1(x + self.drop(self.attn(x, x, x, src_keys)))
+        return self.norm_2(x + self.drop(self.ff(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, h, d_ff, dropout):
+        super().__init__()
+        self.self_attn, self.cross_attn = MultiHeadAttention(d_model, h, causal=True), MultiHeadAttention(d_model, h)
+        self.ff = FeedForward(d_model, d_ff)
+        self.norms = nn.ModuleList([nn.LayerNorm(d_model) for _ in range(3)])
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, memory, src_keys, tgt_keys):
+        x = self.norms[0](x + self.drop(self.self_attn(x, x, x, tgt_keys)))
+        x = self.norms[1](x + self.drop(self.cross_attn(x, memory, memory, src_keys)))
+        return self.norms[2](x + self.drop(self.ff(x)))
+
+
+class Transformer(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab, d_model=512, h=8, d_ff=2048, N=6, dropout=0.1, pad=0):
+        super().__init__()
+        self.pad, self.d_model = pad, d_model
+        self.src_embed, self.tgt_embed = nn.Embedding(src_vocab, d_model), nn.Embedding(tgt_vocab, d_model)
+        self.encoder = nn.ModuleList([EncoderLayer(d_model, h, d_ff, dropout) for _ in range(N)])
+        self.decoder = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout) for _ in range(N)])
+        self.out = nn.Linear(d_model, tgt_vocab)
+
+    def forward(self, src, tgt):
+        src_keys, tgt_keys = (src != self.pad)[:, None, None, :], (tgt != self.pad)[:, None, None, :]
+        x = self.src_embed(src) * math.sqrt(self.d_model)
+        for layer in self.encoder:
+            x = layer(x, src_keys)
+        y = self.tgt_embed(tgt) * math.sqrt(self.d_model)
+        for layer in self.decoder:
+            y = layer(y, x, src_keys, tgt_keys)
+        return self.out(y)
+'''
+
+SELECTION = ("-k", "(multi_head_attention and future_positions_do_not_change_earlier_outputs) or "
+                   "(feed_forward and agrees_with_reference)")
+
+
+def test_a_failure_under_a_mask_layout_the_author_never_passes_is_missing_and_a_real_bug_stays(tmp_path):
+    code, output, report, records = run_on_source(tmp_path, "model.py", SOURCE, *SELECTION)
+    layout = records[("multi_head_attention", "future_positions_do_not_change_earlier_outputs")]
+    assert (layout["verdict"], layout["cause"]) == ("missing", "adapter.call_not_as_author"), output
+    assert "the author's model calls it as (" in layout["message"], layout["message"]
+    assert "a bool 4-d tensor (size 1 on axis 1, 2)" in layout["message"], layout["message"]
+    assert "the check called it as (" in layout["message"] and "a bool 3-d tensor" in layout["message"]
+    assert "evidence" not in layout
+    bug = records[("feed_forward", "agrees_with_reference")]
+    assert (bug["verdict"], bug["cause"], bug["evidence"]) == ("fail", "feed_forward.relu_missing", AUTHORS_CALL), \
+        output
+    assert "[author's call]" in output  # the verdict line on the console
+
+
+def test_without_the_authors_layers_the_same_failure_is_the_checkers_call(tmp_path):
+    """The attention alone: nothing of the author's calls it, so nothing says the call is not the author's; the
+    failure stays, labelled as made on the checker's call."""
+    attention = SOURCE[:SOURCE.index("class FeedForward")]
+    code, output, report, records = run_on_source(tmp_path, "attention.py", attention, *SELECTION)
+    record = records[("multi_head_attention", "future_positions_do_not_change_earlier_outputs")]
+    assert (record["verdict"], record["evidence"]) == ("fail", evidence.CHECKERS_CALL), output
+    assert "[checker's call]" in output
+
+
+def test_every_fail_and_error_record_of_the_json_report_names_its_evidence(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text(SOURCE)
+    code, output, report = run_suite(f"--impl={path}", "-k", "feed_forward or names_read", tmp_path=tmp_path)
+    flagged = [r for r in report["checks"] if r["verdict"] in ("fail", "error")]
+    assert flagged, output
+    assert all(r["evidence"] in evidence.KINDS for r in flagged), json.dumps(flagged, indent=1)
+    assert all("evidence" not in r for r in report["checks"] if r["verdict"] not in ("fail", "error"))
+
+
+def test_a_call_by_position_and_one_by_keyword_have_one_pattern():
+    def forward(self, query, key, value, mask=None):
+        return query
+
+    x, mask = torch.zeros(2, 5, 4), torch.ones(2, 1, 1, 5, dtype=torch.bool)
+    by_position = calling_pattern(forward, (x, x, x, mask), {}, method=True)
+    by_keyword = calling_pattern(forward, (), dict(query=x, key=x, value=x, mask=mask), method=True)
+    assert by_position == by_keyword
+    assert not pattern_fits(by_position, calling_pattern(forward, (x, x, x, mask[:, 0]), {}, method=True))
+    assert not pattern_fits(by_position, calling_pattern(forward, (x, x, x, mask.float()), {}, method=True))
+    assert not pattern_fits(calling_pattern(forward, (x, x, x), {}, method=True), by_position)  # a mask more
+    assert pattern_fits(by_position, calling_pattern(forward, (x, x, x), {}, method=True))  # left to its default
+    # a batch of one, or a length of one the check drew, is no other layout
+    assert pattern_fits(by_position, calling_pattern(forward, (x[:1], x[:1], x[:1], mask[:1, ..., :1]), {},
+                                                     method=True))
+    # the author's (Lq, Lk) mask broadcasts over what a (batch, 1, Lq, Lk) one spells out; a (batch, 1, Lk) one, laid
+    # where the author lays (batch, 1, 1, Lk), puts the batch on the heads
+    square = calling_pattern(forward, (x, x, x, torch.ones(5, 5, dtype=torch.bool)), {}, method=True)
+    assert pattern_fits(square, calling_pattern(forward, (x, x, x, torch.ones(3, 1, 5, 5, dtype=torch.bool)), {},
+                                                method=True))
+    assert not pattern_fits(by_position, calling_pattern(forward, (x, x, x, torch.ones(3, 1, 5, dtype=torch.bool)),
+                                                         {}, method=True))
+    assert "mask: a bool 4-d tensor (size 1 on axis 1, 2)" in describe_pattern(by_position)
