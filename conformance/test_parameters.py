@@ -219,10 +219,14 @@ def confirmations(combo, m, cfg, contract, component):
 
 def projection_maps(m, cfg):
     """The linear maps from d_model to one, two or three d_model-wide projections (W^Q, W^K, W^V, W^O on their own
-    or fused, as ``qkv = Linear(d_model, 3 * d_model)``); not the feed-forward network's first map (d_ff wide)."""
-    d = cfg.d_model
-    return [l for l in m.modules() if isinstance(l, torch.nn.Linear) and l.in_features == d
-            and (l.out_features == d or l.out_features in (2 * d, 3 * d) and l.out_features != cfg.d_ff)]
+    or fused, as ``qkv = Linear(d_model, 3 * d_model)``); not a feed-forward network's first map (one whose width
+    a map beside it takes back to d_model)."""
+    d, found = cfg.d_model, []
+    for block in m.modules():
+        linears = [c for c in block.children() if isinstance(c, torch.nn.Linear)]
+        found += [l for l in linears if l.in_features == d and (l.out_features == d or l.out_features in (2 * d, 3 * d)
+                  and not any(o.in_features == l.out_features and o.out_features == d for o in linears))]
+    return found
 
 
 def bias_free_projections(m, cfg):
