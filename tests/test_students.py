@@ -122,7 +122,4 @@ def test_student_style_mutant_is_named_with_its_cause(mutant, style, tmp_path):
     assert bound == name or (mutant.component == "model" and bound in WRAPPERS), \
         f"{mutant.component} bound to {bound!r}, not {name!r}; notes: {notes}"
     named = reports_cause(mutant, report, key=mistake)
-    if mutant.known_gap:
-        assert not named, f"{mutant.name} is now named {mutant.cause}: its known_gap can go"
-        pytest.xfail(f"known gap: {mutant.known_gap}")
     assert named, f"{mutant.name} in the {style} style: {mutant.cause} not reported; flagged: {flagged}"

@@ -154,15 +154,16 @@ def score_line(results):
             f"median {statistics.median(scores):g}.")
 
 
-def tally(results, key):
+def tally(results, key, mistakes_together=False):
     """``[{"key", "verdict", "names", "records"}]``: which graded submissions got each fail, error and deviation, by
-    ``key(check record)``; fails and errors first, then the most common first."""
+    ``key(check record)`` (``mistakes_together``: a fail and an error of one key in one row, the error's);
+    fails and errors first, then the most common first."""
     rows = {}
     for name, r in graded(results).items():
         for c in r["checks"]:
-            if c["verdict"] in (*MISTAKES, "deviation"):  # (a fail and an error of one key are one row: the error)
-                row = rows.setdefault((key(c), c["verdict"] == "deviation"), dict(key=key(c), verdict=c["verdict"],
-                                                                                  names=[], records=[]))
+            if c["verdict"] in (*MISTAKES, "deviation"):
+                kind = c["verdict"] == "deviation" if mistakes_together else c["verdict"]
+                row = rows.setdefault((key(c), kind), dict(key=key(c), verdict=c["verdict"], names=[], records=[]))
                 row["verdict"] = "error" if "error" in (row["verdict"], c["verdict"]) else row["verdict"]
                 row["names"] += [] if name in row["names"] else [name]
                 row["records"].append((name, c))
@@ -173,7 +174,7 @@ def by_cause(results):
     """:func:`tally` by mistake (a cause without its component, :func:`mistake`: the unscaled scores of an attention
     and of a multi-head attention are one row), with ``detail``: what it means (:func:`meaning`) and the checks it
     was found in."""
-    rows = tally(results, lambda c: mistake(c["cause"], c["component"]))
+    rows = tally(results, lambda c: mistake(c["cause"], c["component"]), mistakes_together=True)
     for row in rows:
         checks = sorted({f"{c['component']}/{c['check']}" for _, c in row["records"]})
         row["detail"] = (f"{meaning(row['records'][0][1]['cause'])} (in {len(checks)} check(s): "
