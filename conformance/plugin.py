@@ -234,7 +234,7 @@ def diagnosis(excinfo, component, locate, impl):
     if impl is not None and component in impl.roles and component not in FUNCTION_ROLES \
             and runs_at_the_papers_sizes(impl, component):
         return (MISSING, "adapter.sizes_fixed_by_the_code", f"{component} crashed at the checker's sizes, while built "
-                f"at the paper's (d_model = 512, h = 8, d_ff = 2048, N = 6) it runs: its code fixes a size of its "
+                f"at the paper's widths (d_model = 512, h = 8, d_ff = 2048) it runs: its code fixes a size of its "
                 f"own ({message}). {MAP_IT}")
     return ERROR, crash.cause, message
 
