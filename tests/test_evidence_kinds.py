@@ -13,6 +13,7 @@ import torch
 from conformance import evidence
 from conformance.evidence import AUTHORS_CALL, calling_pattern, describe_pattern, pattern_fits
 from tests.suite import run_on_source, run_suite
+from tests.test_evidence import LAYERS_AND_MODEL
 
 SOURCE = '''
 import math
@@ -40,62 +41,8 @@ class MultiHeadAttention(nn.Module):
         scores = scores.masked_fill(~allowed, -1e9)
         heads = torch.softmax(scores, dim=-1) @ v
         return self.w_o(heads.transpose(1, 2).reshape(b, lq, self.h * self.d_k))
-
-
-class FeedForward(nn.Module):
-    def __init__(self, d_model, d_ff):
-        super().__init__()
-        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
-
-    def forward(self, x):
-        return self.w_2(self.w_1(x))  # the bug: no ReLU
-
-
-class EncoderLayer(nn.Module):
-    def __init__(self, d_model, h, d_ff, dropout):
-        super().__init__()
-        self.attn, self.ff = MultiHeadAttention(d_model, h), FeedForward(d_model, d_ff)
-        self.norm_1, self.norm_2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x, src_keys):
-        x = self.norm_1(x + self.drop(self.attn(x, x, x, src_keys)))
-        return self.norm_2(x + self.drop(self.ff(x)))
-
-
-class DecoderLayer(nn.Module):
-    def __init__(self, d_model, h, d_ff, dropout):
-        super().__init__()
-        self.self_attn, self.cross_attn = MultiHeadAttention(d_model, h, causal=True), MultiHeadAttention(d_model, h)
-        self.ff = FeedForward(d_model, d_ff)
-        self.norms = nn.ModuleList([nn.LayerNorm(d_model) for _ in range(3)])
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x, memory, src_keys, tgt_keys):
-        x = self.norms[0](x + self.drop(self.self_attn(x, x, x, tgt_keys)))
-        x = self.norms[1](x + self.drop(self.cross_attn(x, memory, memory, src_keys)))
-        return self.norms[2](x + self.drop(self.ff(x)))
-
-
-class Transformer(nn.Module):
-    def __init__(self, src_vocab, tgt_vocab, d_model=512, h=8, d_ff=2048, N=6, dropout=0.1, pad=0):
-        super().__init__()
-        self.pad, self.d_model = pad, d_model
-        self.src_embed, self.tgt_embed = nn.Embedding(src_vocab, d_model), nn.Embedding(tgt_vocab, d_model)
-        self.encoder = nn.ModuleList([EncoderLayer(d_model, h, d_ff, dropout) for _ in range(N)])
-        self.decoder = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout) for _ in range(N)])
-        self.out = nn.Linear(d_model, tgt_vocab)
-
-    def forward(self, src, tgt):
-        src_keys, tgt_keys = (src != self.pad)[:, None, None, :], (tgt != self.pad)[:, None, None, :]
-        x = self.src_embed(src) * math.sqrt(self.d_model)
-        for layer in self.encoder:
-            x = layer(x, src_keys)
-        y = self.tgt_embed(tgt) * math.sqrt(self.d_model)
-        for layer in self.decoder:
-            y = layer(y, x, src_keys, tgt_keys)
-        return self.out(y)
-'''
+''' + LAYERS_AND_MODEL.replace("torch.relu(self.w_1(x))", "self.w_1(x)").replace(
+    "src != self.pad, tgt != self.pad", "(src != self.pad)[:, None, None, :], (tgt != self.pad)[:, None, None, :]")
 
 SELECTION = ("-k", "(multi_head_attention and future_positions_do_not_change_earlier_outputs) or "
                    "(feed_forward and agrees_with_reference)")
