@@ -13,35 +13,11 @@ import torch
 from conformance import evidence
 from conformance.evidence import AUTHORS_CALL, calling_pattern, describe_pattern, pattern_fits
 from tests.suite import run_on_source, run_suite
-from tests.test_evidence import LAYERS_AND_MODEL
+from tests.test_evidence import ATTENTION, LAYERS_AND_MODEL
 
-SOURCE = '''
-import math
-
-import torch
-import torch.nn as nn
-
-
-class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model, h, causal=False):
-        super().__init__()
-        self.h, self.d_k, self.causal = h, d_model // h, causal
-        self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-
-    def forward(self, query, key, value, key_padding):
-        b, lq, lk = query.size(0), query.size(1), key.size(1)
-        q = self.w_q(query).view(b, lq, self.h, self.d_k).transpose(1, 2)
-        k = self.w_k(key).view(b, lk, self.h, self.d_k).transpose(1, 2)
-        v = self.w_v(value).view(b, lk, self.h, self.d_k).transpose(1, 2)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)
-        allowed = key_padding.flatten(1)[:, -lk:].reshape(b, 1, 1, lk)  # (batch, 1, 1, Lk) key vectors
-        if self.causal:
-            allowed = allowed & torch.ones(lq, lk, dtype=torch.bool).tril()
-        scores = scores.masked_fill(~allowed, -1e9)
-        heads = torch.softmax(scores, dim=-1) @ v
-        return self.w_o(heads.transpose(1, 2).reshape(b, lq, self.h * self.d_k))
-''' + LAYERS_AND_MODEL.replace("torch.relu(self.w_1(x))", "self.w_1(x)").replace(
+SOURCE = ATTENTION.replace(  # the key vectors read from the mask's last row, whatever its shape
+    "allowed = key_padding.reshape(b, 1, 1, lk)", "allowed = key_padding.flatten(1)[:, -lk:].reshape(b, 1, 1, lk)"
+) + LAYERS_AND_MODEL.replace("torch.relu(self.w_1(x))", "self.w_1(x)").replace(  # the feed-forward's ReLU dropped
     "src != self.pad, tgt != self.pad", "(src != self.pad)[:, None, None, :], (tgt != self.pad)[:, None, None, :]")
 
 SELECTION = ("-k", "(multi_head_attention and future_positions_do_not_change_earlier_outputs) or "
