@@ -179,8 +179,8 @@ class NormedAtThePapersWidth(ref.FeedForwardNetwork):
 
 
 def test_a_block_that_runs_at_the_papers_sizes_is_not_blamed_for_the_checkers():
-    """A crash at the checker's small sizes of a block that runs at the paper's base sizes (its code fixes one of
-    them) is missing; a crash at every size (ids past every table) stays the code's error."""
+    """A crash at the checker's small sizes of a block that runs at the paper's widths (its code fixes one of them)
+    is missing (a crash at every size stays the code's error: the offset target ids below)."""
     check = test_shapes.test_output_shape
     assert cause_of(check, "feed_forward", {"feed_forward": NormedAtThePapersWidth}) == \
         "adapter.sizes_fixed_by_the_code"
