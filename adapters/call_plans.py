@@ -87,13 +87,15 @@ def torch_style_plan(parameters, plan, wanted):
     parameter gets the ``padding`` or the ``attention`` part of the canonical mask its name names (the target's,
     else the source's), the other inputs as planned, and what is left its default (None when it has none)."""
     masks = [c for c in wanted if c.endswith("mask")]
+    memory_named = any(name_words(p.name) & MEMORY_SIDE for p in parameters if "mask" in normalize(p.name))
     for i, p in enumerate(parameters):
         n = normalize(p.name)
         if "mask" not in n:
             if plan[i] is None:
                 plan[i] = by_words(p.name, [c for c in wanted if c not in plan and not c.endswith("mask")])
             continue
-        base = "tgt_mask" if names_the_target_mask(p.name) and "tgt_mask" in masks else masks[0] if masks else None
+        target = names_the_target_mask(p.name) or memory_named and not name_words(p.name) - PLAIN_MASK_WORDS
+        base = "tgt_mask" if target and "tgt_mask" in masks else masks[0] if masks else None
         plan[i] = f"{base}:{'padding' if 'paddingmask' in n else 'attention'}" if base else "value:None"
     for i, p in enumerate(parameters):
         if plan[i] is None:
@@ -101,6 +103,13 @@ def torch_style_plan(parameters, plan, wanted):
             plan[i] = remaining[0] if remaining and p.default is p.empty else (
                 "value:None" if p.default is p.empty else None)
     return plan
+
+
+MEMORY_SIDE = {"memory", "src", "source", "enc", "encoder", "cross"}
+PLAIN_MASK_WORDS = {"mask", "masks", "attn", "attention", "key", "padding", "pad"}
+"""A torch-style decoder call whose other masks name the memory's side (``memory_mask``,
+``memory_key_padding_mask``) leaves its plainly named ``mask`` (or ``attn_mask``, ``key_padding_mask``) to the
+target: the sequence its self-attention reads."""
 
 
 def name_words(name):

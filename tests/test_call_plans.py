@@ -53,3 +53,18 @@ def test_the_source_padding_feeds_the_encoder_and_the_decoder():
     assert plan(forward, ["src", "tgt", "src_mask", "tgt_mask"], by_name=False) == [
         "src", "tgt", "src_mask", "tgt_mask", "src_mask"]
     assert plan(other, ["src", "tgt", "src_mask", "tgt_mask"]) == ["src", "tgt", "src_mask", "tgt_mask", None]
+
+
+def test_a_plain_mask_beside_the_memorys_masks_is_the_targets():
+    """A decoder taking torch's four masks under its own names (``mask`` for its self-attention, ``memory_mask`` and
+    the two key-padding masks): the plain ``mask`` is the target's, not collapsed into its padding part; an encoder
+    with only a plain mask and its source padding keeps the source's."""
+    def decoder_layer(x, encoder_output, mask, memory_mask=None, tgt_key_padding_mask=None,
+                      memory_key_padding_mask=None):
+        pass
+
+    def encoder_layer(x, mask=None, src_key_padding_mask=None):
+        pass
+    assert plan(decoder_layer) == ["x", "memory", "tgt_mask:attention", "src_mask:attention", "tgt_mask:padding",
+                                   "src_mask:padding"]
+    assert plan(encoder_layer, ["x", "src_mask"]) == ["x", "src_mask:attention", "src_mask:padding"]
