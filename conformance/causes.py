@@ -375,8 +375,8 @@ CATALOGUE = (
     E("{component}.positions_not_dropped_out", "§5.4", "the model applies no dropout to the sums of embeddings "
       "and positional encodings"),
     # -- attention scores and softmax (conformance.test_softmax) -----------------------------------------------
-    E("{component}.self_attention_only", "§3.2.2", "the block takes no separate keys and values, so it can only "
-      "attend to its own input"),
+    E("{component}.self_attention_only", "§3.2.2", "the block takes no separate keys and values, and no decoder "
+      "of the submission does the encoder-decoder attention another way, so it can only attend to its own input"),
     E("{component}.projections_unrecognised", "§3.2.2", "the projections' layout is not recognised, so scores "
       "cannot be recomputed"),
     E("{component}.scores_wrong_shape", "§3.2.1", "the scores are not (batch, heads, queries, keys)"),

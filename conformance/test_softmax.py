@@ -17,21 +17,28 @@ from conformance.verdicts import Failure, Missing
 
 ATTENTION_ROLES = ("attention", "multi_head_attention")
 ENCLOSING_ROLES = ("encoder_layer", "decoder_layer", "encoder", "decoder", "model")
+DECODING_ROLES = ("decoder_layer", "decoder", "model")
 
 
 def observe_attention(case, component, module=None):
     """Run ``component`` (built, unless ``module`` is given) under an AttentionRecorder with known per-head queries
     and keys.
 
-    Returns the recorder, the raw per-head scores Q K^T (batch, h, Lq, Lk), the allowed positions and the
-    per-head inputs (for diagnosing a wrong head split).
+    Returns the recorder, the raw per-head scores Q K^T (batch, h, Lq, Lk), the allowed positions, the per-head
+    inputs (for diagnosing a wrong head split) and the case they were drawn for. A block that takes no key input
+    (``forward(x)``: self-attention, its encoder-decoder attention another class) is measured as self-attention,
+    keys and values the queries' own sequence (§3.2.3), when the submission has a decoder to attend to the encoder's
+    output another way (its own checks say whether it does).
     """
     module = module if module is not None else case.build(component)
     missing, signature = inputs_not_accepted(module)
-    if "key" in missing:  # (one input for both keys and values, forward(x, y), is how every use of §3.2.3 calls it)
-        raise Failure(f"{component}.self_attention_only", "queries attending over separate keys and values (§3.2.2; "
-                      "the encoder-decoder attention of §3.2.3 takes them from the encoder output)",
-                      f"{signature} takes no key input: its queries can attend only to themselves")
+    if "key" in missing:
+        if not any(case.impl.has(role) for role in DECODING_ROLES):
+            raise Failure(f"{component}.self_attention_only", "queries attending over separate keys and values "
+                          "(§3.2.2; the encoder-decoder attention of §3.2.3 takes them from the encoder output)",
+                          f"{signature} takes no key input, and no decoder does the encoder-decoder attention: "
+                          "its queries can attend only to themselves")
+        case = case.replace(src_len=case.tgt_len)
     inputs = canonical_inputs(case, component)
     if component == "attention":
         q, k, _, mask = inputs
@@ -39,6 +46,8 @@ def observe_attention(case, component, module=None):
         if not set_identity_projections(module, case.cfg.d_model, case.cfg.d_k):
             raise Missing(f"{component}.projections_unrecognised", "per-head projections of d_model x d_k (§3.2.2)",
                           "parameters whose layout the probe does not recognise")
+        if "key" in missing:
+            inputs = (inputs[0], inputs[0], inputs[0], inputs[3])
         x, memory, _, mask = inputs
         q, k, mask = split_heads(x, case.cfg.h), split_heads(memory, case.cfg.h), mask.unsqueeze(1)
     with AttentionRecorder() as recorder, torch.no_grad():
@@ -50,7 +59,7 @@ def observe_attention(case, component, module=None):
     if not recorder.sdpa_calls and not recorder.attention_softmaxes(case.tgt_len, case.src_len):
         require_query_key_order_unmasked(case, component, module, inputs)
     raw = q @ k.transpose(-2, -1)
-    return recorder, raw, mask.expand_as(raw), inputs
+    return recorder, raw, mask.expand_as(raw), inputs, case
 
 
 def require_query_key_order_unmasked(case, component, module, inputs):
@@ -96,8 +105,7 @@ def require_query_key_order(call, case, component):
 @given(drawn=strategies.settings())
 def test_attention_weights_are_distributions_over_keys(impl, device, component, drawn):
     """3.2.1: the weights on the values are a softmax over the keys: non-negative, summing to 1 per query."""
-    case = Case(impl, device=device, **drawn)
-    recorder, _, allowed, _ = observe_attention(case, component)
+    recorder, _, allowed, _, case = observe_attention(Case(impl, device=device, **drawn), component)
     call = attention_softmax(recorder, case, component)
     if call is None:
         return  # torch's fused attention normalizes by construction; its scale is checked below
@@ -129,7 +137,8 @@ def name_scale(scale, case, component, module=None):
     with another number of keys."""
     named = [name for name, value in SCALE_MISTAKES.items() if math.isclose(scale, value(case.cfg), rel_tol=1e-3)]
     if math.isclose(scale, 1 / math.sqrt(case.src_len), rel_tol=1e-3):
-        other = case.replace(src_len=max(case.src_len, case.cfg.d_k, case.tgt_len) + 2)
+        longer = max(case.src_len, case.cfg.d_k, case.tgt_len) + 2  # (self-attention: the queries' length too)
+        other = case.replace(src_len=longer, tgt_len=longer if case.tgt_len == case.src_len else case.tgt_len)
         if math.isclose(measured_scale(other, component, module) or 0, 1 / math.sqrt(other.src_len), rel_tol=1e-3):
             return "sqrt_key_length"
     return named[0] if named else None
@@ -138,7 +147,7 @@ def name_scale(scale, case, component, module=None):
 def measured_scale(case, component, module=None):
     """The factor between the scores ``component`` (built, unless ``module`` is given) computes and Q K^T (None when
     they are not proportional)."""
-    recorder, raw, allowed, _ = observe_attention(case, component, module)
+    recorder, raw, allowed, _, case = observe_attention(case, component, module)
     call = attention_softmax(recorder, case, component)
     if call is None:
         return sdpa_scale(recorder.sdpa_calls[-1])
@@ -167,8 +176,7 @@ def diagnose_unproportional_scores(call, inputs, allowed, case, component):
 @given(drawn=strategies.settings())
 def test_scores_scaled_by_inverse_sqrt_d_k(impl, device, component, drawn):
     """3.2.1: "We compute the dot products of the query with all keys, divide each by sqrt(d_k)"."""
-    case = Case(impl, device=device, **drawn)
-    recorder, raw, allowed, inputs = observe_attention(case, component)
+    recorder, raw, allowed, inputs, case = observe_attention(Case(impl, device=device, **drawn), component)
     call = attention_softmax(recorder, case, component)
     if call is None:
         sdpa = recorder.sdpa_calls[-1]

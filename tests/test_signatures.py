@@ -46,3 +46,73 @@ def test_missing_key_value_and_mask_parameters_are_named(tmp_path):
     messages = " ".join(c["message"] for c in report["checks"] if c["verdict"] == "fail")
     assert "MultiHeadAttention.forward(hidden_state)" in messages and "attention(query, key, value)" in messages
     assert verdicts(report, "error") == set(), output
+
+
+SELF_AND_CROSS_CLASSES = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn as nn
+
+
+    def heads(t, h):
+        b, n, d = t.shape
+        return t.view(b, n, h, d // h).transpose(1, 2)
+
+
+    def attend(q, k, v, mask):
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+        if mask is not None:
+            scores = scores.masked_fill(mask.unsqueeze(1) == 0, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+
+    class MultiHeadAttention(nn.Module):
+        """Self-attention: queries, keys and values from one sequence."""
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            self.h = num_heads
+            self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+        def forward(self, x, mask=None):
+            b, n, d = x.shape
+            out = attend(heads(self.w_q(x), self.h), heads(self.w_k(x), self.h), heads(self.w_v(x), self.h), mask)
+            return self.w_o(out.transpose(1, 2).reshape(b, n, d))
+
+
+    class EncoderDecoderAttention(MultiHeadAttention):
+        """Queries from the decoder, keys and values from the encoder's output."""
+        def forward(self, x, memory, mask=None):
+            b, n, d = x.shape
+            out = attend(heads(self.w_q(x), self.h), heads(self.w_k(memory), self.h),
+                         heads(self.w_v(memory), self.h), mask)
+            return self.w_o(out.transpose(1, 2).reshape(b, n, d))
+
+
+    class DecoderLayer(nn.Module):
+        def __init__(self, d_model, num_heads, d_ff, dropout=0.1):
+            super().__init__()
+            self.self_attn = MultiHeadAttention(d_model, num_heads)
+            self.cross_attn = EncoderDecoderAttention(d_model, num_heads)
+            self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+            self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(3))
+            self.drop = nn.Dropout(dropout)
+
+        def forward(self, x, memory, src_mask, tgt_mask):
+            x = self.norms[0](x + self.drop(self.self_attn(x, tgt_mask)))
+            x = self.norms[1](x + self.drop(self.cross_attn(x, memory, src_mask)))
+            return self.norms[2](x + self.drop(self.ffn(x)))
+''')
+
+
+def test_self_attention_in_a_class_of_its_own_is_measured_as_self_attention(tmp_path):
+    """Self- and encoder-decoder attention written as two classes (a common style): the one taking a single input
+    is measured as the self-attention it is, its scale and weights checked, with no claim that it cannot attend
+    over separate keys; the decoder it sits in is what attends to the encoder's output."""
+    path = tmp_path / "two_attentions.py"
+    path.write_text(SELF_AND_CROSS_CLASSES)
+    code, output, report = run_suite(f"--impl={path}", "-k", "multi_head_attention", tmp_path=tmp_path)
+    passed = {(c["component"], c["check"]) for c in report["checks"] if c["verdict"] == "pass"}
+    assert {("multi_head_attention", "scores_scaled_by_inverse_sqrt_d_k"),
+            ("multi_head_attention", "attention_weights_are_distributions_over_keys")} <= passed, output
+    assert not any(c["cause"].endswith("self_attention_only") for c in report["checks"]), output
+    assert verdicts(report, "fail") == set() and verdicts(report, "error") == set(), output
