@@ -15,6 +15,7 @@ import torch.nn as nn
 
 from adapters import multipliers
 from adapters.building import PROBE, Binding, build_from_plan, config_fields, probe_build, stack_layer_role
+from adapters.call_plans import name_words
 from adapters.names import SUBMODULE_NAMES, argument_role, normalize
 
 
@@ -263,3 +264,39 @@ def builds_a_module(role, target):
     """Whether ``target`` is built from canonical hyperparameters: a module class, or a function building the
     model (``make_model(src_vocab, tgt_vocab, N, ...)``)."""
     return inspect.isclass(target) or (role == "model" and inspect.isfunction(target))
+
+
+CAUSAL_FLAG_WORDS = {"mask", "masked", "masking", "causal", "look", "ahead", "lookahead", "future", "subsequent",
+                     "autoregressive", "triangular", "nopeak"}
+"""Words of a constructor flag that switches a block's own causal mask on (``masking=False``, ``causal=False``,
+``mask_future=False``): the decoder's self-attention built with it, the encoder's without (§3.2.3)."""
+
+
+def causal_flag(target):
+    """The name of the boolean constructor parameter (default False) that makes ``target``'s block mask the future
+    itself, or None."""
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return next((p.name for p in parameters if p.default is False
+                 and name_words(p.name) & CAUSAL_FLAG_WORDS), None)
+
+
+@contextlib.contextmanager
+def constructed_with(target, name, value):
+    """While open, ``target`` (a class) is built with its constructor argument ``name`` set to ``value``, whatever
+    the construction plan gives it."""
+    original = target.__init__
+    signature = inspect.signature(original)
+
+    def init(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.arguments[name] = value
+        original(*bound.args, **bound.kwargs)
+
+    target.__init__ = init
+    try:
+        yield
+    finally:
+        target.__init__ = original

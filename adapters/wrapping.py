@@ -18,7 +18,7 @@ from adapters.building import PROBE, build_from_plan, probe_build
 from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, argument_values, first_tensor, from_layout,
                                  in_layout, in_torch_style, inputs_not_accepted, plan_arguments, positions_of,
                                  name_words, returns_table, setup_call)
-from adapters.construction import hyperparameters_fed
+from adapters.construction import causal_flag, constructed_with, hyperparameters_fed
 from adapters.lint import self_attributes
 from adapters.masks import from_convention
 from adapters.names import CANONICAL_CALLS, normalize
@@ -312,6 +312,12 @@ def module_builder(binding, bindings, convention):
     build.hyperparameters = hyperparameters_fed(binding, bindings)
     if binding.role == "model" and one_lookup_for_both_sides(binding, bindings, convention):
         build.hyperparameters.discard("tgt_vocab")  # (a Case then draws one vocabulary for both sides)
+    flag = causal_flag(binding.target) if isinstance(binding.target, type) else None
+    if flag:
+        def causal(**cfg_values):
+            with constructed_with(binding.target, flag, True):
+                return build(**cfg_values)
+        build.causal = causal  # the block as the author's decoder builds it, its own causal switch on (§3.2.3)
     return build
 
 

@@ -73,12 +73,15 @@ class Case:
         return self.replace(cfg=dataclasses.replace(self.cfg, **changes))
 
     # -- building -----------------------------------------------------------------------------
-    def build(self, role, train=False):
-        """Build ``role`` with the case's seed, on its device and dtype, in eval mode (train mode if asked)."""
+    def build(self, role, train=False, causal=False):
+        """Build ``role`` with the case's seed, on its device and dtype, in eval mode (train mode if asked); with
+        ``causal``, its causal switch on (``Implementation.build``), None when it has none."""
         if role in FUNCTION_ROLES:
             return OnCopies(self.impl.function(role), role)
         seed_generators(self.seed, self.device)
-        module = self.impl.build(role, self.cfg)
+        module = self.impl.build(role, self.cfg, causal=True) if causal else self.impl.build(role, self.cfg)
+        if causal and module is None:
+            return None
         if not isinstance(module, nn.Module):
             raise Failure(f"{role}.not_a_module", f"the {role} role to build a torch.nn.Module",
                           f"{type(module).__name__}")

@@ -137,8 +137,15 @@ class Implementation:
         None when the builder takes them by name (``CONFORMANCE_ROLES``)."""
         return getattr(self.roles.get(role), "hyperparameters", None)
 
-    def build(self, role, cfg):
+    def build(self, role, cfg, causal=False):
         """Build the module playing ``role`` from canonical hyperparameters (set first through the globals of code
-        that reads its sizes there, in whichever process builds it)."""
+        that reads its sizes there, in whichever process builds it). With ``causal``, the block with its own causal
+        switch on, as a decoder builds its self-attention (``MultiHeadAttention(..., masked=True)``, §3.2.3): None
+        when its constructor has no such switch."""
         set_size_globals(self.size_knobs, cfg)
-        return call_with_canonical_arguments(self.function(role), cfg)
+        builder = self.function(role)
+        if causal:
+            builder = getattr(builder, "causal", None)
+            if builder is None:
+                return None
+        return call_with_canonical_arguments(builder, cfg)

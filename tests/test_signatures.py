@@ -116,3 +116,41 @@ def test_self_attention_in_a_class_of_its_own_is_measured_as_self_attention(tmp_
             ("multi_head_attention", "attention_weights_are_distributions_over_keys")} <= passed, output
     assert not any(c["cause"].endswith("self_attention_only") for c in report["checks"]), output
     assert verdicts(report, "fail") == set() and verdicts(report, "error") == set(), output
+
+
+CAUSAL_BY_FLAG = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn as nn
+
+
+    class MultiHeadAttention(nn.Module):
+        def __init__(self, d_model, num_heads, masked=False):
+            super().__init__()
+            self.h, self.masked = num_heads, masked
+            self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+        def forward(self, q, k, v):
+            b, n, d = q.shape
+            split = lambda t: t.view(b, -1, self.h, d // self.h).transpose(1, 2)
+            q, k, v = split(self.w_q(q)), split(self.w_k(k)), split(self.w_v(v))
+            scores = q @ k.transpose(-2, -1) / math.sqrt(d // self.h)
+            if self.masked:
+                scores = scores.masked_fill(torch.ones(n, k.size(2), dtype=torch.bool).triu(1), float("-inf"))
+            return self.w_o((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(b, n, d))
+''')
+
+
+def test_a_causal_mask_switched_on_by_the_constructor_is_credited(tmp_path):
+    """An attention with no mask argument whose constructor flag (``masked=True``, as its decoder would build it)
+    hides the future passes the causality check; the same flag stored but never used leaves it failing, with the
+    missing mask argument named."""
+    for name, source, verdict in (("flag", CAUSAL_BY_FLAG, "pass"),
+                                  ("unused", CAUSAL_BY_FLAG.replace("if self.masked:", "if False:"), "fail")):
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        code, output, report = run_suite(f"--impl={path}", "-k", "future_positions", tmp_path=tmp_path)
+        found = [c for c in report["checks"] if c["component"] == "multi_head_attention"]
+        assert [c["verdict"] for c in found] == [verdict], output
+        if verdict == "fail":
+            assert found[0]["cause"] == "multi_head_attention.mask_not_accepted", output

@@ -161,7 +161,7 @@ def serve(impl, fd):
                                         if (fed := target_impl.hyperparameters(role)) is not None}}
         if op == "build":
             harness.seed_generators(request["seed"], "cpu")
-            module = target_impl.build(request["role"], Config(**request["cfg"]))
+            module = target_impl.build(request["role"], Config(**request["cfg"]), causal=request.get("causal") is True)
             if not isinstance(module, nn.Module):
                 return {"object": encode(module)}
             built[len(built)] = module
@@ -288,9 +288,9 @@ class RemoteImplementation:
             raise MissingRole(f"{self.spec} has no {role!r}")
         return RemoteCallable(self, None, role, not_accepted(self.ask(op="function", role=role)))
 
-    def build(self, role, cfg):
+    def build(self, role, cfg, causal=False):
         cfg = dataclasses.asdict(cfg)
-        answer = self.ask(op="build", role=role, cfg=cfg, seed=torch.initial_seed())
+        answer = self.ask(op="build", role=role, cfg=cfg, seed=torch.initial_seed(), causal=causal)
         if "object" in answer:
             return decode(answer["object"])
         return RemoteModule(self, answer["handle"], role, not_accepted(answer), cfg)
