@@ -237,10 +237,24 @@ def names_never_defined(owner, function, namespace):
             for n, close in undefined_names(function, namespace)]
 
 
+def defined_at_top(trees, namespace):
+    """The names the submission's module defines: those of ``namespace`` (its module dict, what ran) and those its
+    sources bind at their top level, in a cell or block that failed here too (a package missing on this machine is
+    no fault of the code that reads the names it was to define)."""
+    names = set(namespace)
+    for _, tree in trees:
+        for statement in tree.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(statement.name)
+            else:
+                names |= names_bound_in(statement)
+    return names
+
+
 def read_factories(trees, classes, namespace):
     """Findings for the submission's top-level functions that build one of ``classes`` (``build_transformer``):
     names they read that nothing defines."""
-    findings = []
+    findings, namespace = [], defined_at_top(trees, namespace)
     for filename, tree in trees:
         for function in tree.body:
             if isinstance(function, ast.FunctionDef) and any(
@@ -256,7 +270,7 @@ def read_classes(trees, classes, namespace):
     :func:`parsed`); ``namespace``, the submission's module dict, holds the names defined at its top."""
     definitions = class_definitions(trees)
     assigned = assigned_names(trees)
-    findings = []
+    findings, namespace = [], defined_at_top(trees, namespace)
     for name, cls in classes.items():
         if name not in definitions or not inspect.isclass(cls):
             continue

@@ -4,6 +4,8 @@ line, and correct code is left alone."""
 import textwrap
 import types
 
+import torch.nn as nn
+
 from adapters.calls import read_calls
 from adapters.lint import parsed, read_classes, read_factories
 
@@ -174,3 +176,18 @@ def test_names_no_code_defines_are_found_in_the_functions_building_the_classes()
     found = read_factories(list(parsed([("submission.py", SOURCE)])), {"Block": module["Block"]}, module)
     assert [(f.cls, f.cause) for f in found] == [("build_model", "name_never_defined")], found
     assert "build_model reads Blok" in found[0].message
+
+
+def test_names_a_failed_cell_was_to_define_are_not_called_never_defined():
+    """A notebook whose data cell stopped on a package missing here (``train_loader = ...`` never ran): a training
+    function reading ``train_loader`` reads a name its code does define, so nothing is claimed; a misspelled name
+    beside it still is."""
+    cells = [("cell 1", "import torch.nn as nn\n\nclass Block(nn.Module):\n    def forward(self, x):\n        return x\n"),
+             ("cell 2", "import datasets_missing_here\ntrain_loader = datasets_missing_here.load()\n"),
+             ("cell 3", "def train():\n    model = Block()\n    for batch in train_loader:\n        model(batch)\n"
+                        "    return Blok\n")]
+    module = {"nn": nn, "Block": type("Block", (nn.Module,), {})}
+    trees = list(parsed(cells))
+    found = read_factories(trees, {"Block": module["Block"]}, module)
+    assert [(f.cls, f.cause) for f in found] == [("train", "name_never_defined")], found
+    assert "reads Blok" in found[0].message and "train_loader" not in found[0].message
