@@ -151,17 +151,21 @@ def constant_ratio(numerator, denominator, where, rtol=1e-3):
     return c if torch.allclose(ratios, torch.full_like(ratios, c), rtol=rtol, atol=1e-6) else None
 
 
-def identity_weight(shape, d_model, d_k, index):
+def identity_weight(shape, d_model, d_k, index, head_major=False):
     """An identity-like value for a projection weight of ``shape``; None if the shape is not a projection.
 
-    (d, d): identity; (k d, d): k stacked identities (packed q/k/v); (d_k, d): the rows of head ``index``;
-    (d_k, d_k): identity (one projection applied to every head's slice).
+    (d, d): identity; (k d, d): k stacked identities (packed q/k/v), or with ``head_major`` the k parts packed
+    head by head (each head's rows of every part together, the output reshaped to (h, k d_k) and then split);
+    (d_k, d): the rows of head ``index``; (d_k, d_k): identity (one projection applied to every head's slice).
     """
     if shape == (d_k, d_k):
         return torch.eye(d_k)
     if len(shape) != 2 or shape[1] != d_model:
         return None
     rows = shape[0]
+    if rows % d_model == 0 and head_major:
+        eye = torch.eye(d_model)
+        return torch.cat([eye[i:i + d_k].repeat(rows // d_model, 1) for i in range(0, d_model, d_k)])
     if rows % d_model == 0:
         return torch.eye(d_model).repeat(rows // d_model, 1)
     if rows == d_k:
@@ -170,15 +174,16 @@ def identity_weight(shape, d_model, d_k, index):
 
 
 @torch.no_grad()
-def set_identity_projections(module, d_model, d_k):
+def set_identity_projections(module, d_model, d_k, head_major=False):
     """Set every projection of an attention module to an identity (per-head slices in registration order,
-    three per head for q, k, v) and every bias to zero; returns False when some parameter does not fit."""
+    three per head for q, k, v; packed ones as :func:`identity_weight` lays them out) and every bias to zero;
+    returns False when some parameter does not fit."""
     per_head = 0
     for name, p in module.named_parameters():
         if p.dim() == 1:
             p.zero_()
             continue
-        value = identity_weight(tuple(p.shape), d_model, d_k, per_head // 3)
+        value = identity_weight(tuple(p.shape), d_model, d_k, per_head // 3, head_major)
         if value is None:
             return False
         per_head += p.shape[0] == d_k != d_model

@@ -20,12 +20,13 @@ ENCLOSING_ROLES = ("encoder_layer", "decoder_layer", "encoder", "decoder", "mode
 DECODING_ROLES = ("decoder_layer", "decoder", "model")
 
 
-def observe_attention(case, component, module=None):
+def observe_attention(case, component, module=None, head_major=False):
     """Run ``component`` (built, unless ``module`` is given) under an AttentionRecorder with known per-head queries
     and keys.
 
     Returns the recorder, the raw per-head scores Q K^T (batch, h, Lq, Lk), the allowed positions, the per-head
-    inputs (for diagnosing a wrong head split) and the case they were drawn for. A block that takes no key input
+    inputs (for diagnosing a wrong head split) and the case they were drawn for. ``head_major``: packed projections
+    laid out head by head (``probes.identity_weight``). A block that takes no key input
     (``forward(x)``: self-attention, its encoder-decoder attention another class) is measured as self-attention,
     keys and values the queries' own sequence (§3.2.3), when the submission has a decoder to attend to the encoder's
     output another way (its own checks say whether it does).
@@ -43,7 +44,7 @@ def observe_attention(case, component, module=None):
     if component == "attention":
         q, k, _, mask = inputs
     else:
-        if not set_identity_projections(module, case.cfg.d_model, case.cfg.d_k):
+        if not set_identity_projections(module, case.cfg.d_model, case.cfg.d_k, head_major):
             raise Missing(f"{component}.projections_unrecognised", "per-head projections of d_model x d_k (§3.2.2)",
                           "parameters whose layout the probe does not recognise")
         if "key" in missing:
@@ -184,6 +185,10 @@ def test_scores_scaled_by_inverse_sqrt_d_k(impl, device, component, drawn):
     else:
         require_query_key_order(call, case, component)
         scale = constant_ratio(call.scores.to(raw.dtype), raw, allowed)
+        if scale is None and component == "multi_head_attention":  # (packed projections laid out head by head?)
+            again, raw_again, allowed_again, _, _ = observe_attention(case, component, head_major=True)
+            packed = attention_softmax(again, case, component)
+            scale = None if packed is None else constant_ratio(packed.scores.to(raw.dtype), raw_again, allowed_again)
         if scale is None:
             diagnose_unproportional_scores(call, inputs, allowed, case, component)
     expected = 1 / math.sqrt(case.cfg.d_k)

@@ -169,3 +169,41 @@ def test_masks_read_the_way_the_attention_hides_a_key(tmp_path):
     _, found = discovered(path)
     assert found.convention.startswith("blocked"), found.describe()
     assert any("True = blocked, the way the attention hides" in note for note in found.notes)
+
+
+PACKED_HEAD_BY_HEAD = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn as nn
+
+
+    class MultiHeadAttention(nn.Module):
+        """Queries on their own; keys and values from one map, laid out head by head, values first."""
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            self.h, self.d_head = num_heads, d_model // num_heads
+            self.q_proj = nn.Linear(d_model, d_model)
+            self.vk_proj = nn.Linear(d_model, 2 * d_model)
+            self.out_proj = nn.Linear(d_model, d_model)
+
+        def forward(self, x, memory, mask=None):
+            b, n, d = x.shape
+            q = self.q_proj(x).view(b, n, self.h, self.d_head).transpose(1, 2)
+            vk = self.vk_proj(memory).view(b, memory.size(1), self.h, 2 * self.d_head).transpose(1, 2)
+            v, k = vk.chunk(2, dim=-1)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+            if mask is not None:
+                scores = scores.masked_fill(mask.unsqueeze(1) == 0, float("-inf"))
+            return self.out_proj((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(b, n, d))
+''')
+
+
+@pytest.mark.parametrize("scale, verdict", [("math.sqrt(self.d_head)", "pass"), ("self.d_head", "fail")])
+def test_packed_projections_laid_out_head_by_head_are_measured(tmp_path, scale, verdict):
+    """Keys and values packed in one map whose output is split head by head (values first): the scores are
+    measured on identities laid out that way, so the right scale passes and a wrong one is named."""
+    path = tmp_path / "packed.py"
+    path.write_text(PACKED_HEAD_BY_HEAD.replace("math.sqrt(self.d_head)", scale))
+    code, output, report = run_suite(f"--impl={path}", "-k", "scores_scaled and multi_head", tmp_path=tmp_path)
+    found = [(c["verdict"], c["cause"]) for c in report["checks"] if c["component"] == "multi_head_attention"]
+    assert found == [(verdict, "" if verdict == "pass" else "multi_head_attention.scale.d_k")], output
