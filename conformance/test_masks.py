@@ -216,8 +216,8 @@ def require_mask_parameter(module, component, requirement, observed, mask=None):
     None) is named so."""
     missing, signature = inputs_not_accepted(module)
     masks = [c for c in missing if c.endswith("mask") and mask in (None, c)]
-    grafts = sorted({type(m).__name__ for m in module.modules() if is_graft(m)}) if masks else []
-    if grafts:  # (the author's own block, which the reference's stands in for, may mask by construction)
+    grafts = sorted({type(m).__name__ for m in module.modules() if is_graft(m)}) if masks == ["tgt_mask"] else []
+    if grafts:  # (the author's own block, which the reference's stands in for, may mask the future by construction)
         raise Missing("adapter.graft_does_not_fit", requirement,
                       f"{observed}: {signature} passes no mask to the reference's {', '.join(grafts)} standing in "
                       "for the author's broken block, which may hide the positions by construction")
