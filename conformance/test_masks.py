@@ -101,6 +101,27 @@ def all_true(inputs, index):
     return tuple(inputs)
 
 
+def zero_padding_hidden(case, component, module, inputs, out):
+    """Whether a block that takes no mask hides padding given in-band, as zero vectors at the padded positions (its
+    stack zeroing them, its attention leaving out the keys that are zero): appending two zero vectors to its
+    (key) input leaves the outputs at the real positions as they were. A block that does not hide them gives the
+    zero keys a weight, and its outputs change."""
+    if component not in ("multi_head_attention", "encoder_layer", "encoder", "decoder_layer", "decoder"):
+        return False
+    longer, done = list(inputs), {}
+    for index, axis in PADDING[component]["altered"]:
+        x = inputs[index]
+        if id(x) not in done:
+            done[id(x)] = torch.cat([x, torch.zeros_like(x.narrow(axis, 0, 2))], axis)
+        longer[index] = done[id(x)]
+    mask = PADDING[component]["mask"]
+    longer[mask] = torch.cat([inputs[mask], torch.zeros_like(inputs[mask][..., :2])], -1)
+    result = call(module, tuple(longer), component)
+    if PADDING[component]["own_rows"]:
+        result = result[:, :out.size(1)]
+    return result.shape == out.shape and difference(result, out, case) is None
+
+
 @pytest.mark.parametrize("component", PADDED_ROLES)
 @given(drawn=strategies.settings())
 def test_masked_keys_do_not_change_outputs(impl, device, component, drawn):
@@ -135,6 +156,8 @@ def test_masked_keys_do_not_change_outputs(impl, device, component, drawn):
         raise Failure(f"{component}.mask_applied_after_softmax", requirement,
                       f"{observed}, but not after changing only their values: the weights are zeroed after a "
                       "softmax over all keys, whose normalization still includes the masked keys")
+    if "src_mask" in inputs_not_accepted(module)[0] and zero_padding_hidden(case, component, module, inputs, out):
+        return  # (padding carried in-band, as zero vectors its enclosing code writes at the padded positions)
     require_mask_parameter(module, component, requirement, observed, "src_mask")
     ignored = call(module, all_true(inputs, PADDING[component]["mask"]), component)
     if difference(rows(ignored), rows(out), case) is None:

@@ -154,3 +154,45 @@ def test_a_causal_mask_switched_on_by_the_constructor_is_credited(tmp_path):
         assert [c["verdict"] for c in found] == [verdict], output
         if verdict == "fail":
             assert found[0]["cause"] == "multi_head_attention.mask_not_accepted", output
+
+
+IN_BAND_PADDING = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn as nn
+
+
+    class EncoderLayer(nn.Module):
+        """Self-attention over vectors whose padded positions are zero: a key that is all zero gets no weight."""
+        def __init__(self, d_model, num_heads, d_ff, dropout=0.1):
+            super().__init__()
+            self.h = num_heads
+            self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+            self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+            self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+            self.drop = nn.Dropout(dropout)
+
+        def attend(self, x):
+            b, n, d = x.shape
+            split = lambda t: t.view(b, -1, self.h, d // self.h).transpose(1, 2)
+            q, k, v = split(self.w_q(x)), split(self.w_k(x)), split(self.w_v(x))
+            scores = q @ k.transpose(-2, -1) / math.sqrt(d // self.h)
+            scores = scores.masked_fill((x.abs().sum(-1) == 0)[:, None, None, :], -1e9)
+            return self.w_o((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(b, n, d))
+
+        def forward(self, x):
+            x = self.norm1(x + self.drop(self.attend(x)))
+            return self.norm2(x + self.drop(self.ffn(x)))
+''')
+
+
+def test_padding_carried_in_band_as_zero_vectors_is_credited(tmp_path):
+    """A layer that takes no mask, its attention leaving out the keys that are zero vectors (padding written
+    in-band by its stack), hides appended padding: no claim. Without that line it fails, its missing mask named."""
+    for name, source, verdict in (("in_band", IN_BAND_PADDING, "pass"),
+                                  ("none", IN_BAND_PADDING.replace("scores = scores.masked_fill(", "_ = ("), "fail")):
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        code, output, report = run_suite(f"--impl={path}", "-k", "masked_keys and encoder_layer", tmp_path=tmp_path)
+        found = [(c["verdict"], c["cause"]) for c in report["checks"] if c["component"] == "encoder_layer"]
+        assert found == [(verdict, "" if verdict == "pass" else "encoder_layer.mask_not_accepted")], output
