@@ -45,6 +45,9 @@ def test_missing_key_value_and_mask_parameters_are_named(tmp_path):
         "masked_attention_weights_are_zero")} <= failed, failed
     messages = " ".join(c["message"] for c in report["checks"] if c["verdict"] == "fail")
     assert "MultiHeadAttention.forward(hidden_state)" in messages and "attention(query, key, value)" in messages
+    agrees = [c["verdict"] for c in report["checks"] if c["check"] == "agrees_with_reference"
+              and c["component"] == "multi_head_attention"]
+    assert agrees == ["pass"], output  # (compared as the self-attention it computes, unmasked as it is)
     assert verdicts(report, "error") == set(), output
 
 
