@@ -156,7 +156,7 @@ def test_a_changed_submission_is_checked_again(tmp_path):
 
 def test_rubric_weights_and_credit(tmp_path):
     checks = [dict(component="attention", family="softmax", check="a", verdict="pass"),
-              dict(component="attention", family="shapes", check="b", verdict="fail"),
+              dict(component="attention", family="shapes", check="output_shape", verdict="fail"),
               dict(component="encoder", family="norm_order", check="c", verdict="deviation"),
               dict(component="encoder", family="masks", check="d", verdict="missing")]
     result = dict(status="graded", checks=checks)
@@ -167,25 +167,28 @@ def test_rubric_weights_and_credit(tmp_path):
     custom = tmp_path / "rubric.toml"
     custom.write_text('[score]\nmax = 10\na_mistake_costs_the_component = false\n[credit]\npass = 1.0\n'
                       'deviation = 0.5\n[components]\nattention = 1\nencoder = 1\n[families]\n[checks]\n'
-                      '"attention/b" = 3\n')
+                      '"attention/output_shape" = 3\n')
     grading.score(result, grading.load_rubric(custom))
-    assert result["score"] == pytest.approx(10 * (1 / 4 + 0.5) / 2, abs=0.01)
+    # the file changes the default rubric where it says: the softmax family still weighs 2
+    assert result["score"] == pytest.approx(10 * (2 / 5 + 0.5) / 2, abs=0.01)
     result["status"] = "tampering detected"
     assert grading.score(result, rubric)["score"] == 0
 
 
-def test_roles_not_asked_for_stay_out_and_required_ones_are_graded_where_they_are_written(tmp_path):
+def test_every_role_is_required_by_default_and_one_written_inline_is_graded_where_it_is_written(tmp_path):
     checks = [dict(component="multi_head_attention", family="softmax", check="a", verdict="pass"),
               dict(component="attention", family="softmax", check="a", verdict="missing"),
               dict(component="padding_mask", family="masks", check="b", verdict="missing")]
-    result = dict(status="graded", checks=checks)
-    assert grading.score(result, grading.load_rubric())["score"] == 100  # nothing asked for is missing
+    graded = grading.score(dict(status="graded", checks=checks), grading.load_rubric())
+    # attention is written inside the MHA and graded through it; no model encloses the padding mask: it earns 0
+    assert graded["components"]["attention"][0] == 1 and graded["components"]["padding_mask"][0] == 0
+    assert graded["assignment"] == dict(lacking=["padding_mask"], inline={"attention": "multi_head_attention"},
+                                        not_asked=[])
+    assert graded["score"] == pytest.approx(100 * (3 + 3) / (3 + 3 + 1), abs=0.01)
     custom = tmp_path / "rubric.toml"
-    custom.write_text("[score]\nrequired = [\"attention\"]\n[credit]\npass = 1.0\n")
-    assert grading.score(result, grading.load_rubric(custom))["score"] == 100  # attention written inside the MHA
-    custom.write_text("[score]\nrequired = [\"attention\", \"padding_mask\"]\n[credit]\npass = 1.0\n")
-    graded = grading.score(result, grading.load_rubric(custom))
-    assert graded["components"]["padding_mask"][0] == 0 and graded["score"] < 100  # no model encloses it
+    custom.write_text("[score]\nrequired = [\"multi_head_attention\"]\n[credit]\npass = 1.0\n")
+    graded = grading.score(dict(status="graded", checks=checks), grading.load_rubric(custom))
+    assert graded["score"] == 100 and graded["assignment"]["lacking"] == []  # the padding mask is not asked for
 
 
 def test_command_line(tmp_path):
