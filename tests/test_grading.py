@@ -209,6 +209,17 @@ def chromium():
     return None
 
 
+def browser():
+    """The headless browser of the page-rendering tests; without one they skip, except in CI (CI=true), where
+    .ci/run installs chromium and its absence fails."""
+    found = chromium()
+    if found is None and os.environ.get("CI") == "true":
+        pytest.fail("chromium is not installed: CI must render the page (.ci/run installs it)")
+    if found is None:
+        pytest.skip("chromium is not installed (apt-get install chromium); the page cannot be rendered")
+    return found
+
+
 PROBE = """<script>
 (function () {
   var root = document.documentElement;
@@ -253,13 +264,8 @@ def test_the_html_page_renders_in_a_headless_browser(graded, tmp_path):
     caught by :data:`PROBE`, a script put first in the page that writes them into the DOM that --dump-dom prints
     (chromium's own log on stderr is full of unrelated messages, dbus and GPU); it is shown to catch one. In CI
     (CI=true) a missing chromium fails: .ci/run installs it."""
-    browser = chromium()
-    if browser is None and os.environ.get("CI") == "true":
-        pytest.fail("chromium is not installed: CI must render the page (.ci/run installs it)")
-    if browser is None:
-        pytest.skip("chromium is not installed (apt-get install chromium); the page cannot be rendered")
     _, out, results = graded
-    attributes, dom = probed(browser, (out / "index.html").read_text(), tmp_path)
+    attributes, dom = probed(browser(), (out / "index.html").read_text(), tmp_path)
     assert "data-errors" not in attributes, attributes["data-errors"]
     assert int(attributes["data-scroll-width"]) <= 1366  # (present: the probe ran once the page had loaded)
     assert dom.count('<tr class="submission">') == len(results)
@@ -269,7 +275,7 @@ def test_the_html_page_renders_in_a_headless_browser(graded, tmp_path):
     assert all(f'<table class="sortable" id="{t}">' in dom for t in ("rates", "causes", "checks"))
     assert attributes["data-sorted"].split() == sorted(results, key=lambda n: results[n]["score"])
     assert (tmp_path / "page.png").stat().st_size > 5000
-    broken, _ = probed(browser, "<html><head></head><body><script>notDefined()</script></body></html>", tmp_path,
+    broken, _ = probed(browser(), "<html><head></head><body><script>notDefined()</script></body></html>", tmp_path,
                        "broken")
     assert "notDefined" in broken["data-errors"]
 

@@ -372,8 +372,8 @@ FINDING_HEADERS = ["verdict", "component", "cause: what it means, its checks, wh
 
 def hidden_mark(released):
     """The page's mark of a result hidden from students (``released``: shown to them since ``--release``)."""
-    return (f"<span class='hidden-mark' title='students see this result only once the grades are released (--release)"
-            f"'>{'hidden, released' if released else 'hidden from students'}</span>")
+    return (f"<span class='hidden-mark' title='holds results students see only once the grades are released "
+            f"(--release)'>{'hidden, released' if released else 'hidden'}</span>")
 
 
 def hidden_note(rubric, release):
