@@ -52,6 +52,9 @@ def test_a_rubric_file_changes_the_default_where_it_says_and_round_trips(tmp_pat
     ("[components]\nattention = { weight = 1, secret = true }\n", "unknown field(s) ['secret']"),
     ("[components]\nattention = { hidden = \"yes\" }\n", "is not true or false"),
     ("[components\n", "not valid TOML"),
+    ("[score]\nrequied = \"all\"\n", "['requied']: unknown"),
+    ("[score]\na_mistake_costs_the_component = 1\n", "not true or false"),
+    ("[credit]\npassed = 1\n", "['passed']: not a verdict"),
 ])
 def test_a_rubric_that_cannot_define_the_assignment_says_what_to_change(tmp_path, text, words):
     with pytest.raises(assignment.RubricError, match="rubric .*rubric.toml: ") as raised:

@@ -99,9 +99,16 @@ def load_rubric(path=None):
 
 
 def checked(rubric):
+    """``rubric`` (the TOML's tables) checked and put in :func:`load_rubric`'s form, or :class:`RubricError`."""
     score = rubric.setdefault("score", {})
+    unknown = set(score) - {"max", "required", "a_mistake_costs_the_component"}
+    if unknown:
+        raise RubricError(f"[score] {sorted(unknown)}: unknown (max, required and a_mistake_costs_the_component are "
+                          "known)")
     score["max"] = number(score.get("max", 100), "[score] max", low=1e-9)
-    score.setdefault("a_mistake_costs_the_component", True)
+    if not isinstance(score.setdefault("a_mistake_costs_the_component", True), bool):
+        raise RubricError(f"[score] a_mistake_costs_the_component = {score['a_mistake_costs_the_component']!r}: "
+                          "not true or false")
     required = score.get("required", "all")
     if required == "all":
         required = list(ROLES)
@@ -110,6 +117,9 @@ def checked(rubric):
     score["required"] = [role for role in ROLES if role in required]
     rubric["credit"] = {verdict: number(value, f"[credit] {verdict}", high=1.0)
                         for verdict, value in rubric.get("credit", {}).items()}
+    if set(rubric["credit"]) - set(VERDICTS):
+        raise RubricError(f"[credit] {sorted(set(rubric['credit']) - set(VERDICTS))}: not a verdict (those are "
+                          f"{', '.join(VERDICTS)})")
     rubric["components"], hidden = entries(rubric.get("components", {}), "components", ROLES.__contains__,
                                            "one of the roles " + ", ".join(ROLES))
     rubric["families"], _ = entries(rubric.get("families", {}), "families", lambda key: True, "")
