@@ -1,6 +1,8 @@
 """``python -m conformance report IMPL... [--out DIR]``: check each implementation in its own process and write
 its JSON and markdown reports under DIR (``reports/`` by default).
 ``python -m conformance grade SUBMISSIONS_DIR [--out DIR]``: grade a class (``conformance.grading.runner``).
+``python -m conformance check FILE``: a student's self-check, the feedback the grade will give
+(``conformance.grading.selfcheck``).
 ``python -m conformance causes --markdown``: print the catalogue of causes (``conformance.causes``) as a markdown
 table, as ``docs/causes.md`` holds it."""
 import argparse
@@ -19,8 +21,11 @@ def main(argv=None):
     report_command.add_argument("--out", default="reports", help="output folder (default: reports/)")
     report_command.add_argument("--timeout", type=float, default=600, help="seconds allowed to one implementation")
     from conformance.grading import runner as grading
+    from conformance.grading import selfcheck
     grading.add_arguments(commands.add_parser("grade", help="grade a folder of submissions",
                                               description=grading.GRADE_DESCRIPTION, epilog=grading.PYTEST_EPILOG))
+    selfcheck.add_arguments(commands.add_parser("check", help="check one submission as it will be graded",
+                                                description=selfcheck.DESCRIPTION, epilog=grading.PYTEST_EPILOG))
     causes_command = commands.add_parser("causes", help="print the catalogue of cause ids")
     causes_command.add_argument("--markdown", action="store_true", required=True,
                                 help="as a markdown table: id, paper section, meaning")
@@ -30,6 +35,8 @@ def main(argv=None):
         return 0
     if args.command == "grade":
         return grading.run(args, pytest_args)
+    if args.command == "check":
+        return selfcheck.run(args, pytest_args)
     failed = 0
     for impl in args.impls:
         written = report(impl, args.out, *pytest_args, timeout=args.timeout)

@@ -156,7 +156,7 @@ def test_a_changed_submission_is_checked_again(tmp_path):
 
 def test_rubric_weights_and_credit(tmp_path):
     checks = [dict(component="attention", family="softmax", check="a", verdict="pass"),
-              dict(component="attention", family="shapes", check="b", verdict="fail"),
+              dict(component="attention", family="shapes", check="output_shape", verdict="fail"),
               dict(component="encoder", family="norm_order", check="c", verdict="deviation"),
               dict(component="encoder", family="masks", check="d", verdict="missing")]
     result = dict(status="graded", checks=checks)
@@ -167,25 +167,28 @@ def test_rubric_weights_and_credit(tmp_path):
     custom = tmp_path / "rubric.toml"
     custom.write_text('[score]\nmax = 10\na_mistake_costs_the_component = false\n[credit]\npass = 1.0\n'
                       'deviation = 0.5\n[components]\nattention = 1\nencoder = 1\n[families]\n[checks]\n'
-                      '"attention/b" = 3\n')
+                      '"attention/output_shape" = 3\n')
     grading.score(result, grading.load_rubric(custom))
-    assert result["score"] == pytest.approx(10 * (1 / 4 + 0.5) / 2, abs=0.01)
+    # the file changes the default rubric where it says: the softmax family still weighs 2
+    assert result["score"] == pytest.approx(10 * (2 / 5 + 0.5) / 2, abs=0.01)
     result["status"] = "tampering detected"
     assert grading.score(result, rubric)["score"] == 0
 
 
-def test_roles_not_asked_for_stay_out_and_required_ones_are_graded_where_they_are_written(tmp_path):
+def test_every_role_is_required_by_default_and_one_written_inline_is_graded_where_it_is_written(tmp_path):
     checks = [dict(component="multi_head_attention", family="softmax", check="a", verdict="pass"),
               dict(component="attention", family="softmax", check="a", verdict="missing"),
               dict(component="padding_mask", family="masks", check="b", verdict="missing")]
-    result = dict(status="graded", checks=checks)
-    assert grading.score(result, grading.load_rubric())["score"] == 100  # nothing asked for is missing
+    graded = grading.score(dict(status="graded", checks=checks), grading.load_rubric())
+    # attention is written inside the MHA and graded through it; no model encloses the padding mask: it earns 0
+    assert graded["components"]["attention"][0] == 1 and graded["components"]["padding_mask"][0] == 0
+    assert graded["assignment"] == dict(lacking=["padding_mask"], inline={"attention": "multi_head_attention"},
+                                        not_asked=[])
+    assert graded["score"] == pytest.approx(100 * (3 + 3) / (3 + 3 + 1), abs=0.01)
     custom = tmp_path / "rubric.toml"
-    custom.write_text("[score]\nrequired = [\"attention\"]\n[credit]\npass = 1.0\n")
-    assert grading.score(result, grading.load_rubric(custom))["score"] == 100  # attention written inside the MHA
-    custom.write_text("[score]\nrequired = [\"attention\", \"padding_mask\"]\n[credit]\npass = 1.0\n")
-    graded = grading.score(result, grading.load_rubric(custom))
-    assert graded["components"]["padding_mask"][0] == 0 and graded["score"] < 100  # no model encloses it
+    custom.write_text("[score]\nrequired = [\"multi_head_attention\"]\n[credit]\npass = 1.0\n")
+    graded = grading.score(dict(status="graded", checks=checks), grading.load_rubric(custom))
+    assert graded["score"] == 100 and graded["assignment"]["lacking"] == []  # the padding mask is not asked for
 
 
 def test_command_line(tmp_path):
@@ -204,6 +207,17 @@ def chromium():
         if shutil.which(name):
             return shutil.which(name)
     return None
+
+
+def browser():
+    """The headless browser of the page-rendering tests; without one they skip, except in CI (CI=true), where
+    .ci/run installs chromium and its absence fails."""
+    found = chromium()
+    if found is None and os.environ.get("CI") == "true":
+        pytest.fail("chromium is not installed: CI must render the page (.ci/run installs it)")
+    if found is None:
+        pytest.skip("chromium is not installed (apt-get install chromium); the page cannot be rendered")
+    return found
 
 
 PROBE = """<script>
@@ -250,13 +264,8 @@ def test_the_html_page_renders_in_a_headless_browser(graded, tmp_path):
     caught by :data:`PROBE`, a script put first in the page that writes them into the DOM that --dump-dom prints
     (chromium's own log on stderr is full of unrelated messages, dbus and GPU); it is shown to catch one. In CI
     (CI=true) a missing chromium fails: .ci/run installs it."""
-    browser = chromium()
-    if browser is None and os.environ.get("CI") == "true":
-        pytest.fail("chromium is not installed: CI must render the page (.ci/run installs it)")
-    if browser is None:
-        pytest.skip("chromium is not installed (apt-get install chromium); the page cannot be rendered")
     _, out, results = graded
-    attributes, dom = probed(browser, (out / "index.html").read_text(), tmp_path)
+    attributes, dom = probed(browser(), (out / "index.html").read_text(), tmp_path)
     assert "data-errors" not in attributes, attributes["data-errors"]
     assert int(attributes["data-scroll-width"]) <= 1366  # (present: the probe ran once the page had loaded)
     assert dom.count('<tr class="submission">') == len(results)
@@ -266,7 +275,7 @@ def test_the_html_page_renders_in_a_headless_browser(graded, tmp_path):
     assert all(f'<table class="sortable" id="{t}">' in dom for t in ("rates", "causes", "checks"))
     assert attributes["data-sorted"].split() == sorted(results, key=lambda n: results[n]["score"])
     assert (tmp_path / "page.png").stat().st_size > 5000
-    broken, _ = probed(browser, "<html><head></head><body><script>notDefined()</script></body></html>", tmp_path,
+    broken, _ = probed(browser(), "<html><head></head><body><script>notDefined()</script></body></html>", tmp_path,
                        "broken")
     assert "notDefined" in broken["data-errors"]
 

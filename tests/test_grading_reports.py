@@ -107,24 +107,26 @@ def test_feedback_leads_with_what_to_fix():
                     "**fail** in `attention`: `attention.scale.unscaled`", "## Deviations",
                     "`attention.attention_dropout`", "`feed_forward.gelu`", "## Component by component",
                     "- `attention` (0%)", "- `multi_head_attention` (0%)", "- `feed_forward` (100%)",
-                    "- `embedding` (100%): 2 of 2 checks passed", "- `decoder` (not scored): not found")
+                    "- `embedding` (100%): 2 of 2 checks passed",
+                    "- `decoder` (0%): the assignment asks for decoder; none found: none of its 3 checks ran")
     assert in_order(feedback, "`attention.scale.unscaled`", "- Where: `sub.py:12`",
                     f"- What the paper requires: {REQUIRES}", "- Observed: scores multiplied by 1", "repro()")
-    assert feedback.count("decoder") == 1 and "missing" not in feedback
+    assert sum("decoder" in line for line in feedback.splitlines()) == 1 and "missing" not in feedback
     details = reports.details_html(STUDENT, None)
     assert in_order(details, "What to fix", "error.undefined_name", "attention.scale.unscaled", "Deviations",
                     "feed_forward.gelu", "Component by component", "<td>decoder</td>")
-    assert details.count("decoder") == 1
+    assert details.count("<td>decoder</td>") == 1 and details.count("decoder;") == 1  # one row
 
 
 def test_gradescope_tests_fail_first_with_findings_first():
     tests = reports.gradescope(STUDENT)["tests"]
-    assert [t["name"] for t in tests] == ["attention", "multi_head_attention", "feed_forward", "embedding"]
+    assert [t["name"] for t in tests] == ["attention", "multi_head_attention", "feed_forward", "embedding", "decoder"]
     output = tests[0]["output"].splitlines()
     assert [line.split(":")[0] for line in output[:2]] == ["fail", "deviation"]
     assert output[2] == "1 of 3 checks passed; 1 deviation(s); 1 fail or error"
     assert "at sub.py:12: the paper requires" in tests[0]["output"]
-    assert [t["status"] for t in tests] == ["failed", "failed", "passed", "passed"]
+    assert [t["status"] for t in tests] == ["failed", "failed", "passed", "passed", "failed"]
+    assert tests[-1]["score"] == 0 and "the assignment asks for decoder" in tests[-1]["output"]
 
 
 def test_one_mistake_is_one_item_and_one_row():

@@ -92,7 +92,8 @@ def one_item_per_mistake(found):
 
 def components(result):
     """One line per component checked: its verdicts counted, its score share (None when not scored), the checks not
-    checked ``(check, cause)``, ``absent`` when every check is missing, and ``text`` saying so; those with a fail or
+    checked ``(check, cause)``, ``absent`` when every check is missing, and ``text`` saying so (and what the
+    assignment makes of it: a required role lacking, graded inline, or not asked for); those with a fail or
     error first, then those with a deviation, those that passed, those absent; each by score share, then role."""
     lines = {}
     for c in result["checks"]:
@@ -101,20 +102,27 @@ def components(result):
         line["counts"][c["verdict"]] += 1
         if c["verdict"] == "missing":
             line["unchecked"].append((c["check"], c["cause"]))
+    asked = result.get("assignment", {})
     for line in lines.values():
         n, total = line["counts"], line["counts"].total()
         line["absent"] = n["missing"] == total
         line["share"] = result.get("components", {}).get(line["component"], [None])[0]
         if line["absent"]:
             causes = sorted({cause for _, cause in line["unchecked"]})
-            line["text"] = (f"not found in the submission: none of its {total} checks ran" if causes == ["role.missing"]
+            found = "none found" if line["component"] in asked.get("lacking", ()) else "not found in the submission"
+            line["text"] = (f"{found}: none of its {total} checks ran" if causes == ["role.missing"]
                             else f"none of its {total} checks could run ({', '.join(causes)})")
+            if line["component"] in asked.get("lacking", ()):
+                line["text"] = f"the assignment asks for {line['component']}; {line['text']}"
+            elif line["component"] in asked.get("inline", {}):
+                line["text"] += f"; graded through {asked['inline'][line['component']]}, where it is written"
             continue
         parts = [f"{n['pass']} of {total} checks passed"]
         parts += [f"{n['deviation']} deviation(s)"] if n["deviation"] else []
         parts += [f"{n['fail'] + n['error']} fail or error"] if n["fail"] + n["error"] else []
         parts += ["not checked: " + ", ".join(f"{check} ({cause})" for check, cause in line["unchecked"])
                   ] if line["unchecked"] else []
+        parts += ["not asked for by the assignment"] if line["component"] in asked.get("not_asked", ()) else []
         line["text"] = "; ".join(parts)
     return sorted(lines.values(), key=lambda line: (
         0 if line["counts"]["fail"] + line["counts"]["error"] else 1 if line["counts"]["deviation"] else

@@ -14,6 +14,7 @@ from tabulate import tabulate
 
 from conformance.grading.analytics import (LOCATION, by_cause, by_check, component_rates, digest, histogram,
                                            score_line)
+from conformance.grading.assignment import hidden_component, hidden_finding, student_view
 from conformance.grading.runner import VERDICTS, write_atomic
 from conformance.grading.similarity import STYLE as SIMILARITY_STYLE
 from conformance.interface import ROLES
@@ -124,12 +125,16 @@ def finding_markdown(number, f):
 
 def feedback(result):
     """The student's feedback page (markdown), in reading order: what to fix (each fail and error, by cause), the
-    deviations, one line per component (a role not found is one line), then how the code was read."""
+    deviations, one line per component (a role not found is one line), then how the code was read. ``result`` is
+    what the student may see (``assignment.student_view``): with ``withheld`` check results, its score is on the
+    checks shown."""
     digested = digest(result)
+    score = f"**{result.get('score', 0):g} / {result.get('max_score', 0):g}**"
     lines = [f"# Feedback for {result['name']}", "",
              f"Submission: `{result.get('submission', '')}`. Status: **{result['status']}**."
              + (f" {result['reason']}" if result.get("reason") else ""), "",
-             f"Score: **{result.get('score', 0):g} / {result.get('max_score', 0):g}**.", ""]
+             f"Score on the checks shown: {score}. The results of {result['withheld']} more check(s) count too; they "
+             "are hidden until the grades are released." if result.get("withheld") else f"Score: {score}.", ""]
     for title, found in sections(digested):
         lines += [f"## {title}", ""]
         for number, f in enumerate(found, 1):
@@ -155,11 +160,20 @@ def finding_line(f):
             f"; observed {LOCATION.sub('', first_line(f['observed'][0]))}")
 
 
-def gradescope(result):
+def component_output(digested, line):
+    """A component's findings in one line each (its fails and errors, then its deviations), then its line."""
+    return "\n".join([finding_line(f) for f in digested["mistakes"] + digested["deviations"]
+                      if f["component"] == line["component"]] + [line["text"]])
+
+
+def gradescope(result, rubric=None, release=False):
     """Gradescope's results.json: one test per component scored, weighted as in the rubric (a component the
-    submission does not have, and the rubric does not require, is not scored), failing components first, each
-    test's output its fails and errors, then its deviations, then its line."""
+    assignment does not ask for is not scored), failing components first, each test's output its fails and errors,
+    then its deviations, then its line. Until ``release``, a test whose result a hidden check of ``rubric`` takes
+    part in is visible ``after_published`` (once the grades are published), with, when the component has checks
+    shown, a test of no points beside it that gives their findings now."""
     digested, scored = digest(result), result.get("components", {})
+    shown = digest(student_view(result, rubric, release)) if rubric else digested
     weights = sum(w for _, w in scored.values()) or 1
     tests = []
     for line in digested["components"]:
@@ -167,14 +181,21 @@ def gradescope(result):
             continue
         share, weight = scored[line["component"]]
         maximum = result["max_score"] * weight / weights
-        output = [finding_line(f) for f in digested["mistakes"] + digested["deviations"]
-                  if f["component"] == line["component"]]
+        secret = rubric is not None and not release and hidden_component(result, rubric, line["component"])
         tests.append({"name": line["component"],
                       "score": round(maximum * share if result["status"] == "graded" else 0, 2),
                       "max_score": round(maximum, 2), "status": "passed" if share == 1 else "failed",
-                      "output": "\n".join(output + [line["text"]])})
-    return {"score": result.get("score", 0), "max_score": result.get("max_score", 0),
-            "output": f"{result['status']}. {result.get('reason', '')}".strip(), "tests": tests}
+                      "output": component_output(digested, line),
+                      "visibility": "after_published" if secret else "visible"})
+        now = next((s for s in shown["components"] if s["component"] == line["component"]), None) if secret else None
+        if now is not None:
+            tests.append({"name": f"{line['component']} (the checks shown before the grades are published)",
+                          "score": 0, "max_score": 0, "output": component_output(shown, now), "visibility": "visible",
+                          "status": "failed" if now["counts"]["fail"] + now["counts"]["error"] else "passed"})
+    hidden = sum(t["visibility"] != "visible" for t in tests)
+    return {"score": result.get("score", 0), "max_score": result.get("max_score", 0), "tests": tests,
+            "output": f"{result['status']}. {result.get('reason', '')}".strip() + (
+                f" {hidden} test(s) are shown once the grades are published." if hidden else "")}
 
 
 # -- the class's analytics, as rows of text (the page's links are anchors, summary.md's the feedback pages) ------
@@ -207,9 +228,9 @@ CAUSE_HEADERS = ["verdict", "cause", "submissions", "what it means (and where fo
 CHECK_HEADERS = ["verdict", "check", "submissions", "causes (submissions)", "who"]
 
 
-def summary_markdown(results):
-    """summary.md: the table, then the class's analytics (scores, pass rates per component, findings by cause and
-    by check, each submission linked to its feedback page)."""
+def summary_markdown(results, note=""):
+    """summary.md: the table (``note`` under it: what is hidden from students), then the class's analytics (scores,
+    pass rates per component, findings by cause and by check, each submission linked to its feedback page)."""
     def link(name):
         return f"[{name}](feedback/{name}.md)"
 
@@ -218,6 +239,7 @@ def summary_markdown(results):
 
     return "\n".join([
         "# Class summary", "", table(SUMMARY_FIELDS, [[s[f] for f in SUMMARY_FIELDS] for s in rows(results)]),
+        *([note, ""] if note else []),
         "## Class analytics", "", score_line(results), "", "### Scores", "",
         table(["score", "submissions", ""], [[bucket(low, high), n, "#" * n] for low, high, n in histogram(results)]),
         "### Pass rate per component (graded submissions)", "", table(RATE_HEADERS, rate_rows(results, link)),
@@ -259,6 +281,8 @@ STYLE = ("body{font-family:sans-serif;margin:2em}h3,h4{margin:1.2em 0 .4em}"
          "details{margin:.6em 0}pre{background:#f6f6f6;padding:6px;margin:0;white-space:pre-wrap;"
          "overflow-wrap:anywhere;max-width:70em}td.detail{min-width:16em;max-width:40em;overflow-wrap:anywhere}"
          "td.list{min-width:12em;max-width:24em;overflow-wrap:anywhere}#histogram rect{fill:#5c8dd6}"
+         ".hidden-mark{display:inline-block;margin-left:4px;padding:0 4px;border:1px dashed #555;border-radius:3px;"
+         "font-size:11px;background:#fff}"
          + SIMILARITY_STYLE)
 SCRIPT = """<script>
 function sortBy(th) {  // a click on a header sorts its table by that column, again the other way
@@ -346,27 +370,49 @@ FINDING_HEADERS = ["verdict", "component", "cause: what it means, its checks, wh
                    "observed"]
 
 
-def finding_row(f):
+def hidden_mark(released):
+    """The page's mark of a result hidden from students (``released``: shown to them since ``--release``)."""
+    return (f"<span class='hidden-mark' title='holds results students see only once the grades are released "
+            f"(--release)'>{'hidden, released' if released else 'hidden'}</span>")
+
+
+def hidden_note(rubric, release):
+    """One line naming the components and checks the rubric hides from students, and whether they are released."""
+    if not rubric or not rubric.get("hidden"):
+        return ""
+    return (("Released to students" if release else "Hidden from students until the grades are released (--release)")
+            + ": " + ", ".join(rubric["hidden"]) + ".")
+
+
+def finding_row(f, mark=""):
     e = html.escape
     where = f"<br>at {e(', '.join(f['where']))}" if f["where"] else ""
     reproduce = (f"<details><summary>reproduce</summary><pre>{e(f['reproduction'][:3000])}</pre></details>"
                  if f["reproduction"] else "")
-    return (f"<tr class='{f['verdict']}'>{td(f['verdict'])}{td(f['component'])}<td class='list'><b>{e(f['cause'])}"
+    return (f"<tr class='{f['verdict']}'><td>{e(f['verdict'])}{mark}</td>{td(f['component'])}"
+            f"<td class='list'><b>{e(f['cause'])}"
             f"</b>: {e(f['meaning'])}<br>in {e(', '.join(f['checks']))}{where}</td>"
             f"{td(f['requirement'], css='detail')}"
             f"<td class='detail'><pre>{e(chr(10).join(f['observed'][:3])[:1500])}</pre>{reproduce}</td></tr>")
 
 
-def details_html(r, picture):
-    """One submission's details, in the feedback's order."""
+def details_html(r, picture, rubric=None, release=False):
+    """One submission's details, in the feedback's order, the results hidden from students by ``rubric`` marked."""
     e, digested = html.escape, digest(r)
+
+    def mark(hidden):
+        return hidden_mark(release) if hidden else ""
+
     parts = [f"<details id='{e(r['name'])}'><summary><b>{e(r['name'])}</b>: {e(r['status'])}, "
              f"{r.get('score', 0):g} / {r.get('max_score', 0):g} {e(r.get('reason', ''))}</summary>"]
     for title, found in sections(digested):
-        parts.append(f"<h4>{e(title)}</h4>" + table(FINDING_HEADERS, map(finding_row, found)))
+        parts.append(f"<h4>{e(title)}</h4>" + table(FINDING_HEADERS, [
+            finding_row(f, mark(rubric is not None and hidden_finding(r, rubric, f))) for f in found]))
     if digested["components"]:
         parts.append("<h4>Component by component</h4>" + table(["component", "score share", "checks"], [
-            f"<tr>{td(line['component'])}{td(share_text(line), sort=-1 if line['share'] is None else line['share'])}"
+            f"<tr><td>{e(line['component'])}"
+            f"{mark(rubric is not None and hidden_component(r, rubric, line['component']))}</td>"
+            f"{td(share_text(line), sort=-1 if line['share'] is None else line['share'])}"
             f"{td(line['text'])}</tr>" for line in digested["components"]]))
     if picture:
         parts.append(f"<h4>Positional encoding</h4><img alt='positional encoding of {e(r['name'])}' "
@@ -378,14 +424,17 @@ def details_html(r, picture):
     return "".join(parts) + "</details>"
 
 
-def page(results, pictures, elapsed=None, similarity=None):
+def page(results, pictures, elapsed=None, similarity=None, rubric=None, release=False):
     """index.html: self-contained (inline CSS, a small inline script sorting the tables, pictures as data URIs);
-    ``similarity`` (``conformance.grading.similarity``) gives its section after the analytics."""
+    ``similarity`` (``conformance.grading.similarity``) gives its section after the analytics. The teacher's page
+    shows every result, those that ``rubric`` hides from students marked."""
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Conformance grades</title><style>{STYLE}"
              f"</style></head><body><h1>Conformance grades ({len(results)} submissions)</h1>"]
     if elapsed is not None:
         parts.append(f"<p>Checked in {elapsed:.1f} s.</p>")
+    if hidden_note(rubric, release):
+        parts.append(f"<p id='hidden-note'>{hidden_mark(release)} {e(hidden_note(rubric, release))}</p>")
     severity = {v: i for i, v in enumerate(("pass", "deviation", "missing", "fail", "error"))}
     summary = []
     for row, r in zip(rows(results), results.values()):
@@ -404,16 +453,18 @@ def page(results, pictures, elapsed=None, similarity=None):
     if similarity is not None:
         parts.append(similarity.html(lambda name: anchor(name) if name in results else e(name)))
     parts.append("<h2>Submissions</h2>")
-    parts += [details_html(r, pictures.get(r["name"])) for r in results.values()]
+    parts += [details_html(r, pictures.get(r["name"]), rubric, release) for r in results.values()]
     parts.append(f"{SCRIPT}</body></html>")
     return "\n".join(parts)
 
 
-def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=None):
+def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=None, release=False):
     """Every report file under ``out``; ``pe_pictures`` holds the PE pictures already drawn (by submission);
-    ``similarity`` (``conformance.grading.similarity``) gives ``similarity.json`` and the page's section."""
+    ``similarity`` (``conformance.grading.similarity``) gives ``similarity.json`` and the page's section. What
+    students read (feedback, Gradescope) leaves out the checks ``rubric`` hides until ``release``; the teacher's
+    summary and page show them, marked."""
     summary = rows(results)
-    write_atomic(out / "summary.md", summary_markdown(results))
+    write_atomic(out / "summary.md", summary_markdown(results, hidden_note(rubric, release)))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=SUMMARY_FIELDS)
     writer.writeheader()
@@ -422,8 +473,8 @@ def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=N
     write_atomic(out / "summary.json", json.dumps({"rubric": rubric, "submissions": summary}, indent=1))
     pictures = {}
     for name, r in results.items():
-        write_atomic(out / "feedback" / f"{name}.md", feedback(r))
-        write_atomic(out / "gradescope" / name / "results.json", json.dumps(gradescope(r), indent=1))
+        write_atomic(out / "feedback" / f"{name}.md", feedback(student_view(r, rubric, release)))
+        write_atomic(out / "gradescope" / name / "results.json", json.dumps(gradescope(r, rubric, release), indent=1))
         picture = (pe_pictures or {}).get(name) or pe_picture(r.get("pe"))
         if picture:
             write_atomic(out / "figures" / f"{name}-pe.png", picture)
@@ -435,4 +486,4 @@ def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=N
     write_atomic(out / "junit.xml", junit(results))
     if similarity is not None:
         write_atomic(out / "similarity.json", similarity.json())
-    write_atomic(out / "index.html", page(results, pictures, elapsed, similarity))
+    write_atomic(out / "index.html", page(results, pictures, elapsed, similarity, rubric, release))

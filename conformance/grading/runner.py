@@ -25,14 +25,13 @@ import sys
 import tempfile
 import threading
 import time
-import tomllib
 from pathlib import Path
 
+from conformance.grading import assignment
+from conformance.grading.assignment import VERDICTS, load_rubric, score
 from conformance.verdicts import summary_table
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_RUBRIC = Path(__file__).with_name("rubric.toml")
-VERDICTS = ("pass", "deviation", "missing", "fail", "error")
 OUTPUT_TAIL = 4000
 BIG_OUTPUT = 1 << 20
 
@@ -52,11 +51,16 @@ def discover(folder):
     for path in sorted(Path(folder).iterdir()):
         if path.name.startswith((".", "_")) or not (path.is_file() or path.is_dir()):
             continue
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in (path.stem if path.is_file() else path.name))
+        name = entry_name(path)
         while name in {n for n, _ in entries}:
             name += "_"
         entries.append((name, path))
     return entries
+
+
+def entry_name(path):
+    """A submission's name: its file's stem or its folder's name, each character not safe in a file name a '_'."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in (path.stem if path.is_file() else path.name))
 
 
 def fingerprint(path):
@@ -307,6 +311,32 @@ class Local(Placement):
         self.worker.close()
 
 
+def resolve(spec):
+    """The path of a submission given as --impl takes it: a file, a folder, or an importable module's file or
+    package folder (found without running it); ``SetupError`` if there is none."""
+    from adapters.submission import ImplementationNotFound, module_path
+    if os.path.exists(spec):
+        return Path(spec)
+    try:
+        return Path(module_path(spec))
+    except ImplementationNotFound as exc:
+        raise SetupError(str(exc)) from None
+
+
+def check_one(name, path, limits, pytest_args, cluster=None):
+    """One submission (the teacher's solution, a student's self-check) checked as each of a class is; its result,
+    not scored."""
+    where = placement(cluster, 1, pytest_args)
+    try:
+        future = where.submit(name, path, limits, [])
+        try:
+            return future.result()
+        except Exception as exc:
+            return unchecked(name, path, *where.failure(exc))
+    finally:
+        where.close()
+
+
 def placement(cluster, jobs, pytest_args):
     """``Local``, or with ``cluster`` Dask distributed (``conformance.grading.cluster``, imported only then)."""
     if cluster is None:
@@ -316,64 +346,6 @@ def placement(cluster, jobs, pytest_args):
     except ImportError as exc:
         raise SetupError(f"--cluster needs Dask distributed: pip install -e '.[cluster]' ({exc})") from None
     return dask_grading.Dask(cluster, pytest_args)
-
-
-# -- scores -----------------------------------------------------------------------------------------------------
-def load_rubric(path=None):
-    with open(path or DEFAULT_RUBRIC, "rb") as f:
-        rubric = tomllib.load(f)
-    rubric.setdefault("score", {}).setdefault("max", 100)
-    rubric["score"].setdefault("required", [])
-    rubric["score"].setdefault("a_mistake_costs_the_component", True)
-    for key in ("credit", "components", "families", "checks"):
-        rubric.setdefault(key, {})
-    return rubric
-
-
-ENCLOSING = {"attention": "multi_head_attention", "multi_head_attention": "encoder_layer",
-             "feed_forward": "encoder_layer", "layer_norm": "encoder_layer", "sublayer_connection": "encoder_layer",
-             "encoder_layer": "encoder", "decoder_layer": "decoder", "encoder": "model", "decoder": "model",
-             "embedding": "model", "positional_encoding": "model", "generator": "model", "padding_mask": "model",
-             "subsequent_mask": "model"}
-"""The block a role is written inside when the code has no class or function of its own for it."""
-
-
-def score(result, rubric):
-    """Fill ``score``, ``max_score``, ``components`` (``{component: (share, weight)}``) and the verdict counts.
-
-    A component's share is the weighted credit of its checks that reached a verdict (a ``missing`` check claims
-    nothing and stays out); with ``a_mistake_costs_the_component``, one fail or error makes it 0. A component
-    with no verdict at all stays out of the score, unless the rubric's ``required`` roles name it: then it is
-    graded through the nearest enclosing block that was checked (a role written inline), else earns 0."""
-    maximum = float(rubric["score"]["max"])
-    counts = {v: 0 for v in VERDICTS}
-    components, flagged = {}, set()
-    for c in result["checks"]:
-        counts[c["verdict"]] += 1
-        if c["verdict"] == "missing":
-            continue
-        flagged |= {c["component"]} if c["verdict"] in ("fail", "error") else set()
-        weight = float(rubric["checks"].get(f"{c['component']}/{c['check']}",
-                                            rubric["families"].get(c["family"], 1)))
-        credit = float(rubric["credit"].get(c["verdict"], 0.0))
-        earned, total = components.get(c["component"], (0.0, 0.0))
-        components[c["component"]] = (earned + weight * credit, total + weight)
-    shares = {c: (0.0 if c in flagged and rubric["score"]["a_mistake_costs_the_component"] else e / t if t else 0.0)
-              for c, (e, t) in components.items()}
-    for role in rubric["score"]["required"]:
-        if role not in shares:
-            enclosing = ENCLOSING.get(role)
-            while enclosing is not None and enclosing not in shares:
-                enclosing = ENCLOSING.get(enclosing)
-            shares[role] = shares[enclosing] if enclosing is not None else 0.0
-    weighted = {c: (s, float(rubric["components"].get(c, 1))) for c, s in shares.items()}
-    weights = sum(w for _, w in weighted.values())
-    value = maximum * sum(s * w for s, w in weighted.values()) / weights if weights else 0.0
-    if result["status"] != "graded":
-        value = 0.0
-    result.update(score=round(value, 2), max_score=maximum, counts=counts,
-                  components={c: [round(s, 4), w] for c, (s, w) in weighted.items()})
-    return result
 
 
 # -- the class --------------------------------------------------------------------------------------------------
@@ -417,22 +389,49 @@ GRADING_PROFILE = "grade"
 draw sizes that tell the common mistakes apart, so the class's throughput is bought with few examples)."""
 
 
+def grading_args(pytest_args):
+    """The pytest arguments of grading: the :data:`GRADING_PROFILE` unless they name a profile."""
+    if any(a.startswith("--hypothesis-profile") for a in pytest_args):
+        return list(pytest_args)
+    return [f"--hypothesis-profile={GRADING_PROFILE}", *pytest_args]
+
+
+def solution_result(spec, out, version, limits, pytest_args, cluster=None, force=False):
+    """The teacher's solution (``--solution``) checked as a submission is; ``OUT/solution.json`` keeps it while its
+    bytes, the checker and the pytest arguments are unchanged."""
+    path = resolve(spec)
+    key = fingerprint(path) + version
+    stored = read_json(out / "solution.json")
+    if not force and isinstance(stored, dict) and stored.get("key") == key and isinstance(stored.get("result"), dict):
+        return stored["result"]
+    result = check_one("solution", path, limits, pytest_args, cluster)
+    if result["status"] not in UNCHECKED:
+        write_atomic(out / "solution.json", json.dumps(dict(key=key, result=result), indent=1))
+    return result
+
+
 def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_limit=64 << 20, force=False,
-          rubric=None, pytest_args=(), progress=True, cluster=None, similar_to=None):
+          rubric=None, pytest_args=(), progress=True, cluster=None, similar_to=None, solution=None, release=False):
     """Grade every submission of ``folder`` and write the reports under ``out``; returns the results by name.
     ``cluster``: None (this machine, ``jobs`` at a time), ``local:N`` or a Dask scheduler's address.
     ``similar_to``: a folder of sources (or one file: the teacher's solution) every submission is compared with,
-    besides the other submissions (``conformance.grading.similarity``: evidence in the reports, not in the score)."""
+    besides the other submissions (``conformance.grading.similarity``: evidence in the reports, not in the score).
+    ``solution``: the teacher's own (``conformance.grading.assignment.for_solution``: the roles it contains are
+    those required; it must earn full marks, else ``RubricError``). ``release``: students see the hidden checks."""
     from conformance.grading import reports as grade_reports
     from conformance.grading import similarity
     folder = Path(folder)
     out = Path(out or Path("reports") / folder.resolve().name)
     out.mkdir(parents=True, exist_ok=True)
     rubric_data = load_rubric(rubric)
-    if not any(a.startswith("--hypothesis-profile") for a in pytest_args):
-        pytest_args = [f"--hypothesis-profile={GRADING_PROFILE}", *pytest_args]
+    pytest_args = grading_args(pytest_args)
     submissions = discover(folder)
     version = hashlib.sha256((checker_version() + json.dumps(list(pytest_args))).encode()).hexdigest()[:16]
+    limits = dict(timeout=float(timeout), memory=int(memory), output_limit=int(output_limit))
+    if solution is not None:
+        rubric_data = assignment.for_solution(
+            rubric_data, solution_result(solution, out, version, limits, pytest_args, cluster, force), solution)
+    write_atomic(out / "rubric.toml", assignment.toml_text(rubric_data))
     cache = read_json(out / ".cache.json") or {}
     results, todo = {}, []
     for name, path in submissions:
@@ -445,7 +444,6 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
     bar = Progress(len(submissions), progress)
     for name in results:
         bar.update(score(results[name], rubric_data))
-    limits = dict(timeout=float(timeout), memory=int(memory), output_limit=int(output_limit))
     started, pictures = time.perf_counter(), {}
     if todo:
         where = placement(cluster, jobs, pytest_args)
@@ -471,9 +469,10 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
     ordered = {name: results[name] for name, _ in submissions}
     references = [] if similar_to is None else discover(Path(similar_to)) if Path(similar_to).is_dir() else [
         (Path(similar_to).stem, Path(similar_to))]
+    references += [] if solution is None else [("solution", resolve(solution))]
     alike = similarity.for_class(ordered, submissions, references)  # after the scores, which it never changes
     grade_reports.write_all(ordered, out, rubric_data, elapsed=time.perf_counter() - started, pe_pictures=pictures,
-                            similarity=alike)
+                            similarity=alike, release=release)
     return ordered
 
 
@@ -508,6 +507,11 @@ def add_arguments(parser):
                         help="a folder of sources (public implementations the course knows) or one file (the "
                              "teacher's solution) to compare every submission with, besides the other submissions; "
                              "similarity is shown to the teacher, never scored")
+    parser.add_argument("--solution", metavar="PATH", default=None,
+                        help="the teacher's own solution (a file, notebook, folder or module, as --impl takes): the "
+                             "roles it contains are those the assignment asks for; it must grade full marks")
+    parser.add_argument("--release", action="store_true",
+                        help="show students the results of the checks the rubric marks hidden = true")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -527,8 +531,9 @@ def run(args, pytest_args):
     try:
         results = grade(args.submissions, args.out, jobs=args.jobs, timeout=args.timeout, memory=args.memory,
                         output_limit=args.output_limit, force=args.force, rubric=args.rubric, pytest_args=pytest_args,
-                        progress=not args.quiet, cluster=args.cluster, similar_to=args.similar_to)
-    except SetupError as exc:
+                        progress=not args.quiet, cluster=args.cluster, similar_to=args.similar_to,
+                        solution=args.solution, release=args.release)
+    except (SetupError, assignment.RubricError) as exc:
         print(f"conformance-grade: {exc}", file=sys.stderr)
         return 2
     out = args.out or os.path.join("reports", Path(args.submissions).resolve().name)
