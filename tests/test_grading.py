@@ -161,6 +161,7 @@ def test_rubric_weights_and_credit(tmp_path):
               dict(component="encoder", family="masks", check="d", verdict="missing")]
     result = dict(status="graded", checks=checks)
     rubric = grading.load_rubric()
+    rubric["components"] = {**rubric["components"], "attention": 3}
     grading.score(result, rubric)
     # attention: one fail costs the component (weight 3); encoder: the deviation earns 1.0, the missing check is out
     assert result["score"] == pytest.approx(100 * (3 * 0 + 1 * 1) / 4, abs=0.01)
@@ -179,7 +180,9 @@ def test_every_role_is_required_by_default_and_one_written_inline_is_graded_wher
     checks = [dict(component="multi_head_attention", family="softmax", check="a", verdict="pass"),
               dict(component="attention", family="softmax", check="a", verdict="missing"),
               dict(component="padding_mask", family="masks", check="b", verdict="missing")]
-    graded = grading.score(dict(status="graded", checks=checks), grading.load_rubric())
+    rubric = grading.load_rubric()
+    rubric["components"] = {**rubric["components"], "attention": 3, "multi_head_attention": 3}
+    graded = grading.score(dict(status="graded", checks=checks), rubric)
     # attention is written inside the MHA and graded through it; no model encloses the padding mask: it earns 0
     assert graded["components"]["attention"][0] == 1 and graded["components"]["padding_mask"][0] == 0
     assert graded["assignment"] == dict(lacking=["padding_mask"], inline={"attention": "multi_head_attention"},

@@ -20,7 +20,9 @@ def check(component, name, verdict="pass", cause="", observed="", line=None):
 def graded(name, *checks, status="graded"):
     result = dict(name=name, submission=f"{name}.py", status=status, reason="", checks=list(checks), notes=[],
                   pe=None)
-    return runner.score(result, runner.load_rubric())
+    rubric = runner.load_rubric()
+    rubric["components"] = {**rubric["components"], "attention": 3}  # (a component weighing more than another)
+    return runner.score(result, rubric)
 
 
 UNSCALED = dict(verdict="fail", cause="attention.scale.unscaled", observed="scores multiplied by 1", line=12)
