@@ -28,6 +28,7 @@ import time
 import tomllib
 from pathlib import Path
 
+from conformance.grading import scratch
 from conformance.verdicts import summary_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,13 +82,15 @@ class Worker:
     """The forking worker process (``conformance.grading.zygote``) and the answers it sends back."""
 
     def __init__(self, pytest_args=(), unset=()):
-        """``unset``: environment variables the worker must not inherit, besides the checker's own."""
+        """``unset``: environment variables the worker must not inherit, besides the checker's own. The scratch
+        folders that dead graders left are swept first."""
+        scratch.sweep()
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("CONFORMANCE", "PYTEST", "HYPOTHESIS")) and k not in unset}
-        self.home = tempfile.mkdtemp(prefix="grader-worker-")
-        self.process = subprocess.Popen([sys.executable, "-m", "conformance.grading.zygote", *pytest_args], cwd=self.home,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
-                                        start_new_session=True)
+        self.home = scratch.folder(scratch.WORKER)
+        self.process = subprocess.Popen([sys.executable, "-m", "conformance.grading.zygote", *pytest_args],
+                                        cwd=self.home, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                        text=True, start_new_session=True)
         ready = json.loads(self.process.stdout.readline() or "{}")
         if not ready.get("ready"):
             raise RuntimeError("the grading worker did not start (see its messages above)")
@@ -124,27 +127,28 @@ class Worker:
 
 
 # -- one submission ---------------------------------------------------------------------------------------------
-def check_submission(worker, name, path, limits, private=()):
-    """Check one submission in its own process; the result dict (verdicts, status, timings)."""
-    scratch = Path(tempfile.mkdtemp(prefix="grade-"))
+def check_submission(worker, name, path, limits, private=(), leftovers=()):
+    """Check one submission in its own process; the result dict (verdicts, status, timings). ``leftovers``: more
+    folders for the worker to remove if this process dies meanwhile (besides the submission's scratch folder)."""
+    folder = Path(scratch.folder(scratch.SUBMISSION))
     try:
-        work, report_dir, judge_dir = scratch / "work", scratch / "report", scratch / "judge"
+        work, report_dir, judge_dir = folder / "work", folder / "report", folder / "judge"
         work.mkdir()
         report_dir.mkdir(mode=0o700)
         judge_dir.mkdir(mode=0o700)
         copy = work / path.name
         (shutil.copytree if path.is_dir() else shutil.copy2)(path, copy)
         nonce = secrets.token_hex(16)
-        private = [*private, os.path.join(os.path.realpath(tempfile.gettempdir()), "grade-")]
+        private = [*private, os.path.join(os.path.realpath(tempfile.gettempdir()), scratch.SUBMISSION + "-")]
         started = time.perf_counter()
         answer = worker.submit(dict(id=secrets.token_hex(8), impl=str(copy), work=str(work),
                                     report_dir=str(report_dir), judge_dir=str(judge_dir), nonce=nonce, args=[],
-                                    private=private, **limits)).result()
+                                    private=private, scratch=[str(folder), *map(str, leftovers)], **limits)).result()
         result = judge(name, path, answer, work, report_dir, nonce, worker.nodeids, limits, judge_dir)
         result["wall_s"] = round(time.perf_counter() - started, 3)
         return result
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def read_json(path):
