@@ -172,6 +172,9 @@ def valid_report(data):
     return checks
 
 
+NOT_COMPILED = "error.cell_does_not_compile"
+
+
 def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_dir):
     """The submission's result from what its processes left: exit status, report, integrity record, output, and
     the verdicts of the checks judged apart (``judge_dir/report.json``, written where its code never ran)."""
@@ -263,6 +266,11 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_di
         result.update(status="tampering detected", reason="; ".join(problems[:8]))
     elif problems:
         result["reason"] += "; also " + "; ".join(problems[:4])
+    uncompiled = [c for c in result["checks"] if c["cause"] == NOT_COMPILED]
+    if result["status"] == "graded" and uncompiled and all(c["cause"] == NOT_COMPILED for c in result["checks"]
+                                                             if c["verdict"] != "missing"):
+        where = uncompiled[0]["message"].split("\n")[0].rsplit("so it does not exist: ", 1)[-1]
+        result.update(status="error", reason=f"the code does not compile ({where}): none of its checks could run")
     if result["status"] == "graded" and any("MemoryError" in c["message"] or "can't allocate memory" in c["message"]
                                             for c in result["checks"]):
         result["reason"] = f"ran out of memory (limit {limits['memory'] >> 20} MiB) in some checks"
@@ -515,6 +523,28 @@ def add_arguments(parser):
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def unreadable(path):
+    """What keeps the submission ``path`` (a file, or a folder and every file in it) from being read, or None."""
+    for file in [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()):
+        try:
+            with open(file, "rb") as f:
+                f.read(1)
+        except OSError as exc:
+            return f"{file}: cannot be read ({exc.strerror or exc})"
+    return None
+
+
+def rubric_problem(path):
+    """What keeps the rubric at ``path`` from being read as TOML, or None (also for the default rubric)."""
+    try:
+        load_rubric(path)
+    except OSError as exc:
+        return f"--rubric {path}: cannot be read ({exc.strerror or exc})"
+    except tomllib.TOMLDecodeError as exc:
+        return f"--rubric {path}: not valid TOML ({exc})"
+    return None
+
+
 def run(args, pytest_args):
     folder = Path(args.submissions)
     if not folder.is_dir():
@@ -524,10 +554,14 @@ def run(args, pytest_args):
     if args.similar_to is not None and not Path(args.similar_to).exists():
         print(f"conformance-grade: --similar-to {args.similar_to}: no such file or folder", file=sys.stderr)
         return 2
-    if not discover(folder):
+    submissions = discover(folder)
+    if not submissions:
         print(f"conformance-grade: {args.submissions} holds no submission (a file or a folder whose name does not "
               "start with '.' or '_'): nothing graded", file=sys.stderr)
-        return 1
+        return 2
+    for problem in filter(None, [*map(unreadable, (p for _, p in submissions)), rubric_problem(args.rubric)]):
+        print(f"conformance-grade: {problem}", file=sys.stderr)
+        return 2
     try:
         results = grade(args.submissions, args.out, jobs=args.jobs, timeout=args.timeout, memory=args.memory,
                         output_limit=args.output_limit, force=args.force, rubric=args.rubric, pytest_args=pytest_args,
