@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 
 from tabulate import tabulate
 
+from conformance.grading import course
 from conformance.grading.analytics import (LOCATION, by_cause, by_check, component_rates, digest, histogram,
                                            score_line)
 from conformance.grading.runner import VERDICTS, write_atomic
@@ -20,14 +21,16 @@ from conformance.interface import ROLES
 from conformance.plugin import first_line
 
 COLOURS = {"pass": "#c8e6c9", "deviation": "#fff3c4", "missing": "#e0e0e0", "fail": "#ffcdd2", "error": "#f8bbd0"}
-SUMMARY_FIELDS = ["name", "submission", "status", "score", "max_score", *VERDICTS, "reason", "similarity",
+SUMMARY_FIELDS = ["name", "submission", "student_id", "student_name", "status", "score", "max_score", *VERDICTS, "reason", "similarity",
                   "most_similar_to"]
 """``similarity``: the submission's highest similarity to another source, ``most_similar_to``: that source
-(``conformance.grading.similarity``; evidence, never part of the score)."""
+(``conformance.grading.similarity``; evidence, never part of the score). ``student_id``, ``student_name``: from
+``--roster`` (``conformance.grading.course``)."""
 
 
 def rows(results):
-    return [dict(name=r["name"], submission=r.get("submission", ""), status=r["status"], score=r.get("score", 0),
+    return [dict(name=r["name"], submission=r.get("submission", ""), student_id=r.get("student_id", ""),
+                 student_name=r.get("student_name", ""), status=r["status"], score=r.get("score", 0),
                  max_score=r.get("max_score", 0), **{v: r.get("counts", {}).get(v, 0) for v in VERDICTS},
                  reason=r.get("reason", ""), similarity="" if r.get("similarity") is None else r["similarity"],
                  most_similar_to=r.get("most_similar_to", "")) for r in results.values()]
@@ -207,9 +210,10 @@ CAUSE_HEADERS = ["verdict", "cause", "submissions", "what it means (and where fo
 CHECK_HEADERS = ["verdict", "check", "submissions", "causes (submissions)", "who"]
 
 
-def summary_markdown(results):
-    """summary.md: the table, then the class's analytics (scores, pass rates per component, findings by cause and
-    by check, each submission linked to its feedback page)."""
+def summary_markdown(results, absent=()):
+    """summary.md: the table (then the roster's students with no submission, ``absent``), then the class's
+    analytics (scores, pass rates per component, findings by cause and by check, each submission linked to its
+    feedback page)."""
     def link(name):
         return f"[{name}](feedback/{name}.md)"
 
@@ -217,7 +221,8 @@ def summary_markdown(results):
         return tabulate([[cell(v) for v in row] for row in rows], headers=headers, tablefmt="github") + "\n"
 
     return "\n".join([
-        "# Class summary", "", table(SUMMARY_FIELDS, [[s[f] for f in SUMMARY_FIELDS] for s in rows(results)]),
+        "# Class summary", "", table(SUMMARY_FIELDS, [[s[f] for f in SUMMARY_FIELDS] for s in
+                                       rows(results) + course.absent_rows(absent, SUMMARY_FIELDS)]),
         "## Class analytics", "", score_line(results), "", "### Scores", "",
         table(["score", "submissions", ""], [[bucket(low, high), n, "#" * n] for low, high, n in histogram(results)]),
         "### Pass rate per component (graded submissions)", "", table(RATE_HEADERS, rate_rows(results, link)),
@@ -378,9 +383,10 @@ def details_html(r, picture):
     return "".join(parts) + "</details>"
 
 
-def page(results, pictures, elapsed=None, similarity=None):
+def page(results, pictures, elapsed=None, similarity=None, absent=()):
     """index.html: self-contained (inline CSS, a small inline script sorting the tables, pictures as data URIs);
-    ``similarity`` (``conformance.grading.similarity``) gives its section after the analytics."""
+    ``similarity`` (``conformance.grading.similarity``) gives its section after the analytics; ``absent``: the
+    roster's students with no submission, named under the table."""
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Conformance grades</title><style>{STYLE}"
              f"</style></head><body><h1>Conformance grades ({len(results)} submissions)</h1>"]
@@ -398,6 +404,9 @@ def page(results, pictures, elapsed=None, similarity=None):
             f"<td class='{worst.get(role, '')}'>{e(worst.get(role, ''))}</td>" for role in ROLES) + "</tr>")
     parts.append(table(SUMMARY_FIELDS + [role[:10] for role in ROLES], summary, "summary",
                        titles=SUMMARY_FIELDS + list(ROLES)))
+    if absent:
+        parts.append(f"<p class='absent'>On the roster with {course.NO_SUBMISSION}: " + ", ".join(
+            e(f"{s.name or s.file} ({s.student_id}, {s.file})") for s in absent) + "</p>")
     if pictures.get("verdicts"):
         parts.append(f"<h2>Verdicts</h2><img alt='verdicts' src='data:image/png;base64,{pictures['verdicts']}'>")
     parts.append(analytics_html(results))
@@ -409,11 +418,12 @@ def page(results, pictures, elapsed=None, similarity=None):
     return "\n".join(parts)
 
 
-def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=None):
+def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=None, absent=()):
     """Every report file under ``out``; ``pe_pictures`` holds the PE pictures already drawn (by submission);
-    ``similarity`` (``conformance.grading.similarity``) gives ``similarity.json`` and the page's section."""
-    summary = rows(results)
-    write_atomic(out / "summary.md", summary_markdown(results))
+    ``similarity`` (``conformance.grading.similarity``) gives ``similarity.json`` and the page's section; ``absent``:
+    the roster's students with no submission (``conformance.grading.course``), rows of the summary and gradebook."""
+    summary = rows(results) + course.absent_rows(absent, SUMMARY_FIELDS)
+    write_atomic(out / "summary.md", summary_markdown(results, absent))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=SUMMARY_FIELDS)
     writer.writeheader()
@@ -433,6 +443,7 @@ def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=N
         write_atomic(out / "figures" / "verdicts.png", picture)
         pictures["verdicts"] = base64.b64encode(picture).decode()
     write_atomic(out / "junit.xml", junit(results))
+    write_atomic(out / "gradebook.csv", course.gradebook(results, absent, rubric["score"]["max"]))
     if similarity is not None:
         write_atomic(out / "similarity.json", similarity.json())
-    write_atomic(out / "index.html", page(results, pictures, elapsed, similarity))
+    write_atomic(out / "index.html", page(results, pictures, elapsed, similarity, absent))

@@ -284,7 +284,7 @@ class SetupError(Exception):
     """The grading cannot start (a cluster that cannot be reached, an extra that is not installed)."""
 
 
-UNCHECKED = ("grader error", "worker lost")
+UNCHECKED = ("grader error", "worker lost", "not graded")
 """The statuses of submissions that were never judged: not cached, checked again by the next run."""
 
 
@@ -430,27 +430,38 @@ draw sizes that tell the common mistakes apart, so the class's throughput is bou
 
 
 def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_limit=64 << 20, force=False,
-          rubric=None, pytest_args=(), progress=True, cluster=None, similar_to=None):
+          rubric=None, pytest_args=(), progress=True, cluster=None, similar_to=None, only=None, roster=None):
     """Grade every submission of ``folder`` and write the reports under ``out``; returns the results by name.
     ``cluster``: None (this machine, ``jobs`` at a time), ``local:N`` or a Dask scheduler's address.
     ``similar_to``: a folder of sources (or one file: the teacher's solution) every submission is compared with,
-    besides the other submissions (``conformance.grading.similarity``: evidence in the reports, not in the score)."""
+    besides the other submissions (``conformance.grading.similarity``: evidence in the reports, not in the score).
+    ``only``: the names of the submissions to check again; the others keep their stored results. ``roster``: the
+    CSV file of the students (``conformance.grading.course``). Bad ``only`` names or roster: SetupError."""
+    from conformance.grading import course
     from conformance.grading import reports as grade_reports
     from conformance.grading import similarity
     folder = Path(folder)
+    submissions = discover(folder)
+    try:
+        named = None if only is None else course.selected(submissions, only)
+        students = None if roster is None else course.read_roster(roster)
+    except course.CourseError as exc:
+        raise SetupError(str(exc)) from None
     out = Path(out or Path("reports") / folder.resolve().name)
     out.mkdir(parents=True, exist_ok=True)
     rubric_data = load_rubric(rubric)
     if not any(a.startswith("--hypothesis-profile") for a in pytest_args):
         pytest_args = [f"--hypothesis-profile={GRADING_PROFILE}", *pytest_args]
-    submissions = discover(folder)
     version = hashlib.sha256((checker_version() + json.dumps(list(pytest_args))).encode()).hexdigest()[:16]
     cache = read_json(out / ".cache.json") or {}
     results, todo = {}, []
     for name, path in submissions:
         key = fingerprint(path) + version
         stored = read_json(out / "results" / f"{name}.json")
-        if not force and cache.get(name) == key and isinstance(stored, dict) and stored.get("name") == name:
+        stored = stored if isinstance(stored, dict) and stored.get("name") == name else None
+        if named is not None and name not in named:
+            results[name] = stored or unchecked(name, path, "not graded", "not named by --only, and no stored result")
+        elif not force and named is None and cache.get(name) == key and stored:
             results[name] = stored
         else:
             todo.append((name, path, key))
@@ -484,8 +495,9 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
     references = [] if similar_to is None else discover(Path(similar_to)) if Path(similar_to).is_dir() else [
         (Path(similar_to).stem, Path(similar_to))]
     alike = similarity.for_class(ordered, submissions, references)  # after the scores, which it never changes
+    absent = course.attach_roster(ordered, students)
     grade_reports.write_all(ordered, out, rubric_data, elapsed=time.perf_counter() - started, pe_pictures=pictures,
-                            similarity=alike)
+                            similarity=alike, absent=absent)
     return ordered
 
 
@@ -520,29 +532,13 @@ def add_arguments(parser):
                         help="a folder of sources (public implementations the course knows) or one file (the "
                              "teacher's solution) to compare every submission with, besides the other submissions; "
                              "similarity is shown to the teacher, never scored")
+    parser.add_argument("--only", nargs="+", metavar="NAME", default=None,
+                        help="check only these submissions again (by name or file name, after SUBMISSIONS_DIR); the "
+                             "others keep their stored results, and every class report is written again")
+    parser.add_argument("--roster", metavar="CSV", default=None,
+                        help="the students: a CSV file with the columns file, student_id and name (the ids and names "
+                             "go into the summary and gradebook.csv)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def unreadable(path):
-    """What keeps the submission ``path`` (a file, or a folder and every file in it) from being read, or None."""
-    for file in [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()):
-        try:
-            with open(file, "rb") as f:
-                f.read(1)
-        except OSError as exc:
-            return f"{file}: cannot be read ({exc.strerror or exc})"
-    return None
-
-
-def rubric_problem(path):
-    """What keeps the rubric at ``path`` from being read as TOML, or None (also for the default rubric)."""
-    try:
-        load_rubric(path)
-    except OSError as exc:
-        return f"--rubric {path}: cannot be read ({exc.strerror or exc})"
-    except tomllib.TOMLDecodeError as exc:
-        return f"--rubric {path}: not valid TOML ({exc})"
-    return None
 
 
 def run(args, pytest_args):
@@ -559,13 +555,16 @@ def run(args, pytest_args):
         print(f"conformance-grade: {args.submissions} holds no submission (a file or a folder whose name does not "
               "start with '.' or '_'): nothing graded", file=sys.stderr)
         return 2
-    for problem in filter(None, [*map(unreadable, (p for _, p in submissions)), rubric_problem(args.rubric)]):
+    from conformance.grading import course
+    for problem in filter(None, [*map(course.unreadable, (p for _, p in submissions)),
+                                 course.rubric_problem(args.rubric)]):
         print(f"conformance-grade: {problem}", file=sys.stderr)
         return 2
     try:
         results = grade(args.submissions, args.out, jobs=args.jobs, timeout=args.timeout, memory=args.memory,
                         output_limit=args.output_limit, force=args.force, rubric=args.rubric, pytest_args=pytest_args,
-                        progress=not args.quiet, cluster=args.cluster, similar_to=args.similar_to)
+                        progress=not args.quiet, cluster=args.cluster, similar_to=args.similar_to,
+                        only=args.only, roster=args.roster)
     except SetupError as exc:
         print(f"conformance-grade: {exc}", file=sys.stderr)
         return 2
