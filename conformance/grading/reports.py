@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 from tabulate import tabulate
 
-from conformance.grading import course
+from conformance.grading import course, reproductions
 from conformance.grading.analytics import (LOCATION, by_cause, by_check, component_rates, digest, histogram,
                                            score_line)
 from conformance.grading.runner import VERDICTS, write_atomic
@@ -110,9 +110,10 @@ def share_text(line):
     return "not scored" if line["share"] is None else f"{line['share']:.0%}"
 
 
-def finding_markdown(number, f):
+def finding_markdown(number, f, scripts=None):
     """One finding of the feedback page: its cause, checks, place in the file, what the cause means, what the paper
-    requires, what was observed (the first message and up to two other ones) and how to reproduce it."""
+    requires, what was observed (the first message and up to two other ones) and how to reproduce it (``scripts``:
+    ``conformance.grading.reproductions.write_scripts``'s standalone scripts)."""
     lines = [f"### {number}. **{f['verdict']}** in `{f['component']}`: `{f['cause']}`", "",
              "- Checks: " + ", ".join(f"`{c}`" for c in f["checks"])]
     lines += ["- Also reported as: " + ", ".join(f"`{c}`" for c in f["also"])] if f.get("also") else []
@@ -120,14 +121,19 @@ def finding_markdown(number, f):
     lines += [f"- What it means: {f['meaning']}", f"- What the paper requires: {f['requirement']}"]
     lines += ["- Observed: " + text.replace("\n", "\n  ") for text in f["observed"][:3]]
     lines += [f"- ... and {len(f['observed']) - 3} more like it"] if len(f["observed"]) > 3 else []
-    if f["reproduction"]:
-        lines += ["- Reproduce:", "", "  ```python", *(f"  {line}" for line in f["reproduction"].splitlines()), "  ```"]
+    path, why = (scripts or {}).get(reproductions.key(f), (None, None))
+    if path:
+        lines += [f"- Reproduce: [`{path}`](../{path}), a script that needs only torch and your file: "
+                  f"`python {path.rsplit('/', 1)[-1]} PATH_OF_YOUR_SUBMISSION`"]
+    elif why:
+        lines += [f"- Reproduce: no standalone script ({why})"]
     return lines + [""]
 
 
-def feedback(result):
-    """The student's feedback page (markdown), in reading order: what to fix (each fail and error, by cause), the
-    deviations, one line per component (a role not found is one line), then how the code was read."""
+def feedback(result, scripts=None):
+    """The student's feedback page (markdown), in reading order: what to fix (each fail and error, by cause, with
+    its reproduction script of ``scripts``), the deviations, one line per component (a role not found is one line),
+    then how the code was read."""
     digested = digest(result)
     lines = [f"# Feedback for {result['name']}", "",
              f"Submission: `{result.get('submission', '')}`. Status: **{result['status']}**."
@@ -136,7 +142,7 @@ def feedback(result):
     for title, found in sections(digested):
         lines += [f"## {title}", ""]
         for number, f in enumerate(found, 1):
-            lines += finding_markdown(number, f)
+            lines += finding_markdown(number, f, scripts)
     if digested["components"]:
         lines += ["## Component by component", ""] + [
             f"- `{line['component']}` ({share_text(line)}): {line['text']}" for line in digested["components"]] + [""]
@@ -432,7 +438,8 @@ def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=N
     write_atomic(out / "summary.json", json.dumps({"rubric": rubric, "submissions": summary}, indent=1))
     pictures = {}
     for name, r in results.items():
-        write_atomic(out / "feedback" / f"{name}.md", feedback(r))
+        scripts = reproductions.write_scripts(out, r, digest(r)["mistakes"])
+        write_atomic(out / "feedback" / f"{name}.md", feedback(r, scripts))
         write_atomic(out / "gradescope" / name / "results.json", json.dumps(gradescope(r), indent=1))
         picture = (pe_pictures or {}).get(name) or pe_picture(r.get("pe"))
         if picture:

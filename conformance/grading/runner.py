@@ -28,7 +28,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from conformance.grading import scratch
+from conformance.grading import reproductions, scratch
 from conformance.verdicts import summary_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -243,6 +243,7 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_di
             problems.append("exit status 0 although checks failed")
         result["checks"] = checks
         result["table"] = summary_table(checks)
+        result["recipes"] = reproductions.valid_recipes(read_json(report_dir / "recipes.json"))
         result["notes"] = [str(n).replace(str(work) + os.sep, "") for n in data.get("notes", [])
                            if isinstance(n, str)][:40]
         pe = read_json(report_dir / "pe.json")
