@@ -8,12 +8,13 @@ in its layout.
 import ast
 import copy
 import dataclasses
+import functools
 import inspect
 
 import torch
 import torch.nn as nn
 
-from adapters import alignment
+from adapters import alignment, recipes
 from adapters.building import PROBE, build_from_plan, probe_build
 from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, argument_values, first_tensor, from_layout,
                                  in_layout, in_torch_style, inputs_not_accepted, plan_arguments, positions_of,
@@ -310,6 +311,7 @@ def module_builder(binding, bindings, convention):
     build.__name__ = f"build_{binding.role}"
     build.target = binding.target  # the author's class, for the checks that watch its instances inside other blocks
     build.hyperparameters = hyperparameters_fed(binding, bindings)
+    build.template = functools.partial(recipes.template, binding, bindings, build)  # (a reproduction's, on request)
     if binding.role == "model" and one_lookup_for_both_sides(binding, bindings, convention):
         build.hyperparameters.discard("tgt_vocab")  # (a Case then draws one vocabulary for both sides)
     flag = causal_flag(binding.target) if isinstance(binding.target, type) else None

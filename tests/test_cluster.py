@@ -1,5 +1,5 @@
 """``python -m conformance grade --cluster``: on a LocalCluster of two workers, one of them killed in the middle of a
-submission, every report file is the local grader's; a submission whose worker dies on every try gets a
+submission, every report file is the local grader's and its scratch folders are gone; a submission whose worker dies on every try gets a
 ``worker lost`` row; without Dask, or with an address that is not one, the grader says so and stops cleanly."""
 import concurrent.futures
 import csv
@@ -10,11 +10,14 @@ import re
 import signal
 import sys
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from conformance.grading import runner as grading
+from conformance.grading import scratch
 from tests import mutants
 
 try:
@@ -98,6 +101,9 @@ def test_the_cluster_writes_the_local_graders_reports_though_a_worker_dies_mid_s
         killed_pid, killed_task = kill_a_busy_worker(client, tmp_path / "dask" / "results", running)
         graded_there = running.result(timeout=600)
     assert killed_pid not in client.run(os.getpid).values()  # it died (the nanny started another)
+    left = [p for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(
+        (f"{scratch.SUBMISSION}-{killed_pid}-", f"{scratch.WORKER}-{killed_pid}-"))]
+    assert not left, f"the killed worker's scratch folders are still there: {left}"
     assert len(killed_task) == 1
     statuses = {r["status"] for r in graded_there.values()}
     assert statuses == {"graded"}, statuses

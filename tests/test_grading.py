@@ -308,3 +308,14 @@ def graded_scores(names, folder, tmp_path):
             shutil.copy(impl, folder / f"{name}{impl.suffix}")
     results = grading.grade(folder, tmp_path / "out", jobs=2, progress=False)
     return {name: (r["status"], r["score"]) for name, r in results.items()}
+
+
+def test_a_submission_whose_code_does_not_compile_is_an_error_not_a_count_of_checks(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "broken.py").write_text("import torch.nn as nn\n\n\nclass MultiHeadAttention(nn.Module):\n"
+                                      "    def forward(self, q, k, v, mask=None)\n        return q\n")
+    result = grading.grade(folder, tmp_path / "out", jobs=1, pytest_args=SELECTION, progress=False)["broken"]
+    assert result["status"] == "error" and result["score"] == 0, result["reason"]
+    assert "does not compile (broken.py, line 5: SyntaxError" in result["reason"], result["reason"]
+    assert "Status: **error**" in (tmp_path / "out" / "feedback" / "broken.md").read_text()

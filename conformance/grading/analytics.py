@@ -47,12 +47,15 @@ def meaning(cause):
 def finding(key, records):
     """One cause found in one component: its checks, what it means (:func:`meaning`), what the paper requires
     (the first message's own words, with its numbers), what was observed (the first message, then each other
-    distinct first line), where in the file (the places those first lines name) and how to reproduce the first."""
+    distinct first line), where in the file (the places those first lines name) and how to reproduce the first
+    (``check``: the check it came from; ``by_check``: a reproduction of each check)."""
     verdict, component, cause = key
     parsed = [parse_message(r["message"], cause) for r in records]
     lines = list(dict.fromkeys(first_line(text.strip()) for _, text, _ in parsed))
     where = [m[1] + (f" ({m[2]})" if m[2] else "") for line in lines for m in LOCATION.finditer(line)]
     return dict(verdict=verdict, component=component, cause=cause, checks=sorted({r["check"] for r in records}),
+                check=records[0]["check"], by_check={r["check"]: p[2].strip() for r, p in zip(records[::-1],
+                                                                                               parsed[::-1])},
                 meaning=meaning(cause), requirement=parsed[0][0] or PAPER.get(component, ""),
                 observed=[parsed[0][1].strip(), *lines[1:]],
                 where=list(dict.fromkeys(where)), reproduction=parsed[0][2].strip())

@@ -16,14 +16,13 @@ import re
 import secrets
 import shutil
 import tarfile
-import tempfile
 import threading
 from pathlib import Path
 
 import dask
 import distributed
 
-from conformance.grading import runner
+from conformance.grading import runner, scratch
 
 LOCAL = re.compile(r"local(?::([1-9]\d*))?")
 
@@ -73,12 +72,12 @@ class Zygotes(distributed.WorkerPlugin):
 
 def check_shipped(plugin, name, filename, archive, limits, private):
     """On a Dask worker: unpack the submission and check it (``runner.check_submission``); its result dict."""
-    staging = Path(tempfile.mkdtemp(prefix="grade-"))  # (a prefix that the submissions may not reach)
+    staging = Path(scratch.folder(scratch.SUBMISSION))  # (a prefix that the submissions may not reach)
     try:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(staging, filter="data")
         zygote = distributed.get_worker().plugins[plugin].get()
-        return runner.check_submission(zygote, name, staging / filename, limits, private)
+        return runner.check_submission(zygote, name, staging / filename, limits, private, leftovers=[staging])
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

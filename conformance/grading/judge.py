@@ -27,6 +27,7 @@ import torch.nn as nn
 from adapters.submission import load_implementation
 from conformance import harness, plugin, weights
 from conformance.causes import is_listed
+from conformance.grading import reproductions
 from conformance.interface import Config, MissingRole
 from conformance.verdicts import ERROR, FAIL, MISSING, Finding
 
@@ -406,9 +407,17 @@ def pytest_runtestloop(session):
     """``--serve-judge``: the judge's requests are answered before this process runs its own checks."""
     fd = session.config.getoption("serve_judge")
     if fd is not None:
-        serve(plugin.implementation(session.config), fd)
+        impl = plugin.implementation(session.config)
+        serve(impl, fd)
+        with torch.random.fork_rng():  # (the recipes build each role once: the checks' draws stay as they were)
+            session.config.stash[RECIPES] = reproductions.recipes_of(impl)  # (written with the report)
+
+
+RECIPES = pytest.StashKey[dict]()
 
 
 def pytest_sessionfinish(session):
+    if RECIPES in session.config.stash:
+        reproductions.write_recipes(session.config.stash[RECIPES], session.config.getoption("report_json"))
     if isinstance(session.config.stash.get(plugin.IMPL, None), RemoteImplementation):
         session.config.stash[plugin.IMPL].close()

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 
 from tabulate import tabulate
 
+from conformance.grading import course, reproductions
 from conformance.grading.analytics import (LOCATION, by_cause, by_check, component_rates, digest, histogram,
                                            score_line)
 from conformance.grading.assignment import hidden_component, hidden_finding, student_view
@@ -21,14 +22,16 @@ from conformance.interface import ROLES
 from conformance.plugin import first_line
 
 COLOURS = {"pass": "#c8e6c9", "deviation": "#fff3c4", "missing": "#e0e0e0", "fail": "#ffcdd2", "error": "#f8bbd0"}
-SUMMARY_FIELDS = ["name", "submission", "status", "score", "max_score", *VERDICTS, "reason", "similarity",
+SUMMARY_FIELDS = ["name", "submission", "student_id", "student_name", "status", "score", "max_score", *VERDICTS, "reason", "similarity",
                   "most_similar_to"]
 """``similarity``: the submission's highest similarity to another source, ``most_similar_to``: that source
-(``conformance.grading.similarity``; evidence, never part of the score)."""
+(``conformance.grading.similarity``; evidence, never part of the score). ``student_id``, ``student_name``: from
+``--roster`` (``conformance.grading.course``)."""
 
 
 def rows(results):
-    return [dict(name=r["name"], submission=r.get("submission", ""), status=r["status"], score=r.get("score", 0),
+    return [dict(name=r["name"], submission=r.get("submission", ""), student_id=r.get("student_id", ""),
+                 student_name=r.get("student_name", ""), status=r["status"], score=r.get("score", 0),
                  max_score=r.get("max_score", 0), **{v: r.get("counts", {}).get(v, 0) for v in VERDICTS},
                  reason=r.get("reason", ""), similarity="" if r.get("similarity") is None else r["similarity"],
                  most_similar_to=r.get("most_similar_to", "")) for r in results.values()]
@@ -108,9 +111,10 @@ def share_text(line):
     return "not scored" if line["share"] is None else f"{line['share']:.0%}"
 
 
-def finding_markdown(number, f):
+def finding_markdown(number, f, scripts=None):
     """One finding of the feedback page: its cause, checks, place in the file, what the cause means, what the paper
-    requires, what was observed (the first message and up to two other ones) and how to reproduce it."""
+    requires, what was observed (the first message and up to two other ones) and how to reproduce it (``scripts``:
+    ``conformance.grading.reproductions.write_scripts``'s standalone scripts)."""
     lines = [f"### {number}. **{f['verdict']}** in `{f['component']}`: `{f['cause']}`", "",
              "- Checks: " + ", ".join(f"`{c}`" for c in f["checks"])]
     lines += ["- Also reported as: " + ", ".join(f"`{c}`" for c in f["also"])] if f.get("also") else []
@@ -118,16 +122,20 @@ def finding_markdown(number, f):
     lines += [f"- What it means: {f['meaning']}", f"- What the paper requires: {f['requirement']}"]
     lines += ["- Observed: " + text.replace("\n", "\n  ") for text in f["observed"][:3]]
     lines += [f"- ... and {len(f['observed']) - 3} more like it"] if len(f["observed"]) > 3 else []
-    if f["reproduction"]:
-        lines += ["- Reproduce:", "", "  ```python", *(f"  {line}" for line in f["reproduction"].splitlines()), "  ```"]
+    path, why = (scripts or {}).get(reproductions.key(f), (None, None))
+    if path:
+        lines += [f"- Reproduce: [`{path}`](../{path}), a script that needs only torch and your file: "
+                  f"`python {path.rsplit('/', 1)[-1]} PATH_OF_YOUR_SUBMISSION`"]
+    elif why:
+        lines += [f"- Reproduce: no standalone script ({why})"]
     return lines + [""]
 
 
-def feedback(result):
-    """The student's feedback page (markdown), in reading order: what to fix (each fail and error, by cause), the
-    deviations, one line per component (a role not found is one line), then how the code was read. ``result`` is
-    what the student may see (``assignment.student_view``): with ``withheld`` check results, its score is on the
-    checks shown."""
+def feedback(result, scripts=None):
+    """The student's feedback page (markdown), in reading order: what to fix (each fail and error, by cause, with
+    its reproduction script of ``scripts``), the deviations, one line per component (a role not found is one line),
+    then how the code was read. ``result`` is what the student may see (``assignment.student_view``): with
+    ``withheld`` check results, its score is on the checks shown."""
     digested = digest(result)
     score = f"**{result.get('score', 0):g} / {result.get('max_score', 0):g}**"
     lines = [f"# Feedback for {result['name']}", "",
@@ -138,7 +146,7 @@ def feedback(result):
     for title, found in sections(digested):
         lines += [f"## {title}", ""]
         for number, f in enumerate(found, 1):
-            lines += finding_markdown(number, f)
+            lines += finding_markdown(number, f, scripts)
     if digested["components"]:
         lines += ["## Component by component", ""] + [
             f"- `{line['component']}` ({share_text(line)}): {line['text']}" for line in digested["components"]] + [""]
@@ -228,9 +236,10 @@ CAUSE_HEADERS = ["verdict", "cause", "submissions", "what it means (and where fo
 CHECK_HEADERS = ["verdict", "check", "submissions", "causes (submissions)", "who"]
 
 
-def summary_markdown(results, note=""):
-    """summary.md: the table (``note`` under it: what is hidden from students), then the class's analytics (scores,
-    pass rates per component, findings by cause and by check, each submission linked to its feedback page)."""
+def summary_markdown(results, note="", absent=()):
+    """summary.md: the table (then the roster's students with no submission, ``absent``; ``note`` under it: what is
+    hidden from students), then the class's analytics (scores, pass rates per component, findings by cause and by
+    check, each submission linked to its feedback page)."""
     def link(name):
         return f"[{name}](feedback/{name}.md)"
 
@@ -238,7 +247,8 @@ def summary_markdown(results, note=""):
         return tabulate([[cell(v) for v in row] for row in rows], headers=headers, tablefmt="github") + "\n"
 
     return "\n".join([
-        "# Class summary", "", table(SUMMARY_FIELDS, [[s[f] for f in SUMMARY_FIELDS] for s in rows(results)]),
+        "# Class summary", "", table(SUMMARY_FIELDS, [[s[f] for f in SUMMARY_FIELDS] for s in
+                                       rows(results) + course.absent_rows(absent, SUMMARY_FIELDS)]),
         *([note, ""] if note else []),
         "## Class analytics", "", score_line(results), "", "### Scores", "",
         table(["score", "submissions", ""], [[bucket(low, high), n, "#" * n] for low, high, n in histogram(results)]),
@@ -424,10 +434,11 @@ def details_html(r, picture, rubric=None, release=False):
     return "".join(parts) + "</details>"
 
 
-def page(results, pictures, elapsed=None, similarity=None, rubric=None, release=False):
+def page(results, pictures, elapsed=None, similarity=None, rubric=None, release=False, absent=()):
     """index.html: self-contained (inline CSS, a small inline script sorting the tables, pictures as data URIs);
-    ``similarity`` (``conformance.grading.similarity``) gives its section after the analytics. The teacher's page
-    shows every result, those that ``rubric`` hides from students marked."""
+    ``similarity`` (``conformance.grading.similarity``) gives its section after the analytics; ``absent``: the
+    roster's students with no submission, named under the table. The teacher's page shows every result, those that
+    ``rubric`` hides from students marked."""
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Conformance grades</title><style>{STYLE}"
              f"</style></head><body><h1>Conformance grades ({len(results)} submissions)</h1>"]
@@ -447,6 +458,9 @@ def page(results, pictures, elapsed=None, similarity=None, rubric=None, release=
             f"<td class='{worst.get(role, '')}'>{e(worst.get(role, ''))}</td>" for role in ROLES) + "</tr>")
     parts.append(table(SUMMARY_FIELDS + [role[:10] for role in ROLES], summary, "summary",
                        titles=SUMMARY_FIELDS + list(ROLES)))
+    if absent:
+        parts.append(f"<p class='absent'>On the roster with {course.NO_SUBMISSION}: " + ", ".join(
+            e(f"{s.name or s.file} ({s.student_id}, {s.file})") for s in absent) + "</p>")
     if pictures.get("verdicts"):
         parts.append(f"<h2>Verdicts</h2><img alt='verdicts' src='data:image/png;base64,{pictures['verdicts']}'>")
     parts.append(analytics_html(results))
@@ -458,13 +472,14 @@ def page(results, pictures, elapsed=None, similarity=None, rubric=None, release=
     return "\n".join(parts)
 
 
-def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=None, release=False):
+def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=None, release=False, absent=()):
     """Every report file under ``out``; ``pe_pictures`` holds the PE pictures already drawn (by submission);
-    ``similarity`` (``conformance.grading.similarity``) gives ``similarity.json`` and the page's section. What
-    students read (feedback, Gradescope) leaves out the checks ``rubric`` hides until ``release``; the teacher's
-    summary and page show them, marked."""
-    summary = rows(results)
-    write_atomic(out / "summary.md", summary_markdown(results, hidden_note(rubric, release)))
+    ``similarity`` (``conformance.grading.similarity``) gives ``similarity.json`` and the page's section; ``absent``:
+    the roster's students with no submission (``conformance.grading.course``), rows of the summary and gradebook.
+    What students read (feedback, reproductions, Gradescope) leaves out the checks ``rubric`` hides until
+    ``release``; the teacher's summary and page show them, marked."""
+    summary = rows(results) + course.absent_rows(absent, SUMMARY_FIELDS)
+    write_atomic(out / "summary.md", summary_markdown(results, hidden_note(rubric, release), absent))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=SUMMARY_FIELDS)
     writer.writeheader()
@@ -473,7 +488,9 @@ def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=N
     write_atomic(out / "summary.json", json.dumps({"rubric": rubric, "submissions": summary}, indent=1))
     pictures = {}
     for name, r in results.items():
-        write_atomic(out / "feedback" / f"{name}.md", feedback(student_view(r, rubric, release)))
+        view = student_view(r, rubric, release)
+        scripts = reproductions.write_scripts(out, view, digest(view)["mistakes"])
+        write_atomic(out / "feedback" / f"{name}.md", feedback(view, scripts))
         write_atomic(out / "gradescope" / name / "results.json", json.dumps(gradescope(r, rubric, release), indent=1))
         picture = (pe_pictures or {}).get(name) or pe_picture(r.get("pe"))
         if picture:
@@ -484,6 +501,7 @@ def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=N
         write_atomic(out / "figures" / "verdicts.png", picture)
         pictures["verdicts"] = base64.b64encode(picture).decode()
     write_atomic(out / "junit.xml", junit(results))
+    write_atomic(out / "gradebook.csv", course.gradebook(results, absent, rubric["score"]["max"]))
     if similarity is not None:
         write_atomic(out / "similarity.json", similarity.json())
-    write_atomic(out / "index.html", page(results, pictures, elapsed, similarity, rubric, release))
+    write_atomic(out / "index.html", page(results, pictures, elapsed, similarity, rubric, release, absent))

@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from conformance.grading import assignment
+from conformance.grading import assignment, reproductions, scratch
 from conformance.grading.assignment import VERDICTS, load_rubric, score
 from conformance.verdicts import summary_table
 
@@ -85,13 +85,15 @@ class Worker:
     """The forking worker process (``conformance.grading.zygote``) and the answers it sends back."""
 
     def __init__(self, pytest_args=(), unset=()):
-        """``unset``: environment variables the worker must not inherit, besides the checker's own."""
+        """``unset``: environment variables the worker must not inherit, besides the checker's own. The scratch
+        folders that dead graders left are swept first."""
+        scratch.sweep()
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("CONFORMANCE", "PYTEST", "HYPOTHESIS")) and k not in unset}
-        self.home = tempfile.mkdtemp(prefix="grader-worker-")
-        self.process = subprocess.Popen([sys.executable, "-m", "conformance.grading.zygote", *pytest_args], cwd=self.home,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
-                                        start_new_session=True)
+        self.home = scratch.folder(scratch.WORKER)
+        self.process = subprocess.Popen([sys.executable, "-m", "conformance.grading.zygote", *pytest_args],
+                                        cwd=self.home, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                        text=True, start_new_session=True)
         ready = json.loads(self.process.stdout.readline() or "{}")
         if not ready.get("ready"):
             raise RuntimeError("the grading worker did not start (see its messages above)")
@@ -128,27 +130,28 @@ class Worker:
 
 
 # -- one submission ---------------------------------------------------------------------------------------------
-def check_submission(worker, name, path, limits, private=()):
-    """Check one submission in its own process; the result dict (verdicts, status, timings)."""
-    scratch = Path(tempfile.mkdtemp(prefix="grade-"))
+def check_submission(worker, name, path, limits, private=(), leftovers=()):
+    """Check one submission in its own process; the result dict (verdicts, status, timings). ``leftovers``: more
+    folders for the worker to remove if this process dies meanwhile (besides the submission's scratch folder)."""
+    folder = Path(scratch.folder(scratch.SUBMISSION))
     try:
-        work, report_dir, judge_dir = scratch / "work", scratch / "report", scratch / "judge"
+        work, report_dir, judge_dir = folder / "work", folder / "report", folder / "judge"
         work.mkdir()
         report_dir.mkdir(mode=0o700)
         judge_dir.mkdir(mode=0o700)
         copy = work / path.name
         (shutil.copytree if path.is_dir() else shutil.copy2)(path, copy)
         nonce = secrets.token_hex(16)
-        private = [*private, os.path.join(os.path.realpath(tempfile.gettempdir()), "grade-")]
+        private = [*private, os.path.join(os.path.realpath(tempfile.gettempdir()), scratch.SUBMISSION + "-")]
         started = time.perf_counter()
         answer = worker.submit(dict(id=secrets.token_hex(8), impl=str(copy), work=str(work),
                                     report_dir=str(report_dir), judge_dir=str(judge_dir), nonce=nonce, args=[],
-                                    private=private, **limits)).result()
+                                    private=private, scratch=[str(folder), *map(str, leftovers)], **limits)).result()
         result = judge(name, path, answer, work, report_dir, nonce, worker.nodeids, limits, judge_dir)
         result["wall_s"] = round(time.perf_counter() - started, 3)
         return result
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def read_json(path):
@@ -170,6 +173,9 @@ def valid_report(data):
             return None
         checks.append({f: c[f] for f in fields})
     return checks
+
+
+NOT_COMPILED = "error.cell_does_not_compile"
 
 
 def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_dir):
@@ -240,6 +246,7 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_di
             problems.append("exit status 0 although checks failed")
         result["checks"] = checks
         result["table"] = summary_table(checks)
+        result["recipes"] = reproductions.valid_recipes(read_json(report_dir / "recipes.json"))
         result["notes"] = [str(n).replace(str(work) + os.sep, "") for n in data.get("notes", [])
                            if isinstance(n, str)][:40]
         pe = read_json(report_dir / "pe.json")
@@ -263,6 +270,11 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_di
         result.update(status="tampering detected", reason="; ".join(problems[:8]))
     elif problems:
         result["reason"] += "; also " + "; ".join(problems[:4])
+    uncompiled = [c for c in result["checks"] if c["cause"] == NOT_COMPILED]
+    if result["status"] == "graded" and uncompiled and all(c["cause"] == NOT_COMPILED for c in result["checks"]
+                                                             if c["verdict"] != "missing"):
+        where = uncompiled[0]["message"].split("\n")[0].rsplit("so it does not exist: ", 1)[-1]
+        result.update(status="error", reason=f"the code does not compile ({where}): none of its checks could run")
     if result["status"] == "graded" and any("MemoryError" in c["message"] or "can't allocate memory" in c["message"]
                                             for c in result["checks"]):
         result["reason"] = f"ran out of memory (limit {limits['memory'] >> 20} MiB) in some checks"
@@ -276,7 +288,7 @@ class SetupError(Exception):
     """The grading cannot start (a cluster that cannot be reached, an extra that is not installed)."""
 
 
-UNCHECKED = ("grader error", "worker lost")
+UNCHECKED = ("grader error", "worker lost", "not graded")
 """The statuses of submissions that were never judged: not cached, checked again by the next run."""
 
 
@@ -411,21 +423,30 @@ def solution_result(spec, out, version, limits, pytest_args, cluster=None, force
 
 
 def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_limit=64 << 20, force=False,
-          rubric=None, pytest_args=(), progress=True, cluster=None, similar_to=None, solution=None, release=False):
+          rubric=None, pytest_args=(), progress=True, cluster=None, similar_to=None, solution=None, release=False,
+          only=None, roster=None):
     """Grade every submission of ``folder`` and write the reports under ``out``; returns the results by name.
     ``cluster``: None (this machine, ``jobs`` at a time), ``local:N`` or a Dask scheduler's address.
     ``similar_to``: a folder of sources (or one file: the teacher's solution) every submission is compared with,
     besides the other submissions (``conformance.grading.similarity``: evidence in the reports, not in the score).
     ``solution``: the teacher's own (``conformance.grading.assignment.for_solution``: the roles it contains are
-    those required; it must earn full marks, else ``RubricError``). ``release``: students see the hidden checks."""
+    those required; it must earn full marks, else ``RubricError``). ``release``: students see the hidden checks.
+    ``only``: the names of the submissions to check again; the others keep their stored results. ``roster``: the
+    CSV file of the students (``conformance.grading.course``). Bad ``only`` names or roster: SetupError."""
+    from conformance.grading import course
     from conformance.grading import reports as grade_reports
     from conformance.grading import similarity
     folder = Path(folder)
+    submissions = discover(folder)
+    try:
+        named = None if only is None else course.selected(submissions, only)
+        students = None if roster is None else course.read_roster(roster)
+    except course.CourseError as exc:
+        raise SetupError(str(exc)) from None
     out = Path(out or Path("reports") / folder.resolve().name)
     out.mkdir(parents=True, exist_ok=True)
     rubric_data = load_rubric(rubric)
     pytest_args = grading_args(pytest_args)
-    submissions = discover(folder)
     version = hashlib.sha256((checker_version() + json.dumps(list(pytest_args))).encode()).hexdigest()[:16]
     limits = dict(timeout=float(timeout), memory=int(memory), output_limit=int(output_limit))
     if solution is not None:
@@ -437,7 +458,10 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
     for name, path in submissions:
         key = fingerprint(path) + version
         stored = read_json(out / "results" / f"{name}.json")
-        if not force and cache.get(name) == key and isinstance(stored, dict) and stored.get("name") == name:
+        stored = stored if isinstance(stored, dict) and stored.get("name") == name else None
+        if named is not None and name not in named:
+            results[name] = stored or unchecked(name, path, "not graded", "not named by --only, and no stored result")
+        elif not force and named is None and cache.get(name) == key and stored:
             results[name] = stored
         else:
             todo.append((name, path, key))
@@ -471,8 +495,9 @@ def grade(folder, out=None, jobs=None, timeout=300.0, memory=2 << 30, output_lim
         (Path(similar_to).stem, Path(similar_to))]
     references += [] if solution is None else [("solution", resolve(solution))]
     alike = similarity.for_class(ordered, submissions, references)  # after the scores, which it never changes
+    absent = course.attach_roster(ordered, students)
     grade_reports.write_all(ordered, out, rubric_data, elapsed=time.perf_counter() - started, pe_pictures=pictures,
-                            similarity=alike, release=release)
+                            similarity=alike, release=release, absent=absent)
     return ordered
 
 
@@ -512,6 +537,12 @@ def add_arguments(parser):
                              "roles it contains are those the assignment asks for; it must grade full marks")
     parser.add_argument("--release", action="store_true",
                         help="show students the results of the checks the rubric marks hidden = true")
+    parser.add_argument("--only", nargs="+", metavar="NAME", default=None,
+                        help="check only these submissions again (by name or file name, after SUBMISSIONS_DIR); the "
+                             "others keep their stored results, and every class report is written again")
+    parser.add_argument("--roster", metavar="CSV", default=None,
+                        help="the students: a CSV file with the columns file, student_id and name (the ids and names "
+                             "go into the summary and gradebook.csv)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -524,15 +555,21 @@ def run(args, pytest_args):
     if args.similar_to is not None and not Path(args.similar_to).exists():
         print(f"conformance-grade: --similar-to {args.similar_to}: no such file or folder", file=sys.stderr)
         return 2
-    if not discover(folder):
+    submissions = discover(folder)
+    if not submissions:
         print(f"conformance-grade: {args.submissions} holds no submission (a file or a folder whose name does not "
               "start with '.' or '_'): nothing graded", file=sys.stderr)
-        return 1
+        return 2
+    from conformance.grading import course
+    for problem in filter(None, [*map(course.unreadable, (p for _, p in submissions)),
+                                 course.rubric_problem(args.rubric)]):
+        print(f"conformance-grade: {problem}", file=sys.stderr)
+        return 2
     try:
         results = grade(args.submissions, args.out, jobs=args.jobs, timeout=args.timeout, memory=args.memory,
                         output_limit=args.output_limit, force=args.force, rubric=args.rubric, pytest_args=pytest_args,
                         progress=not args.quiet, cluster=args.cluster, similar_to=args.similar_to,
-                        solution=args.solution, release=args.release)
+                        solution=args.solution, release=args.release, only=args.only, roster=args.roster)
     except (SetupError, assignment.RubricError) as exc:
         print(f"conformance-grade: {exc}", file=sys.stderr)
         return 2

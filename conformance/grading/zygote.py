@@ -2,11 +2,16 @@
 per submission, so a submission costs its checks and almost nothing else (``python -m conformance.grading.zygote``).
 
 Protocol: one JSON request per line on stdin, ``{"id", "impl", "work", "report_dir", "judge_dir", "timeout",
-"memory", "output_limit", "nonce", "args"}``; one JSON answer per line on the original stdout when the child and
-its judge have ended, ``{"id", "status", "signal", "timed_out", "wall_s", "maxrss_mb"}`` (the child's: the
-judge's verdicts are in its report). The first line it writes is
+"memory", "output_limit", "nonce", "args", "scratch"}``; one JSON answer per line on the original stdout when the
+child and its judge have ended, ``{"id", "status", "signal", "timed_out", "wall_s", "maxrss_mb"}`` (the child's:
+the judge's verdicts are in its report). The first line it writes is
 ``{"ready": true, "nodeids": [...]}``: the checks collected (with the grading's pytest arguments, given as
 ``argv[1:]``), which the grader expects to find in every report.
+
+The worker ends with its grader: when its parent process dies (a Dask worker killed), it kills the children still
+running, removes its home (the folder it was started in, which the grader made for it) and the ``scratch`` folders
+of their requests, and exits; each child asks Linux to kill it
+when the worker dies (``conformance.grading.scratch``).
 
 A child starts its own session (its process group is killed when it ends or runs past its time), gets an address
 space limit (``memory`` bytes beyond what the worker had mapped), a file size limit, stdout and stderr redirected to ``work/output.txt``, ``work`` as its directory,
@@ -19,6 +24,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -30,7 +36,7 @@ import torch
 import hypothesis.configuration
 
 import conformance.plugin  # noqa: F401
-from conformance.grading import integrity
+from conformance.grading import integrity, scratch
 import adapters.binding  # noqa: F401
 import adapters.loading  # noqa: F401
 
@@ -77,9 +83,16 @@ def warm_up():
         torch.softmax(torch.zeros(1, 2, 2), -1)
 
 
+WORKER_PID = None
+"""The worker's pid, which its children compare with their parent's (a worker that died as they were forked)."""
+
+
 def start(folder, answers, other):
-    """In a forked child: its own session, out of the worker's pipes (``other``: the socket end it must not hold),
-    stdout and stderr into ``folder/output.txt``."""
+    """In a forked child: killed when the worker dies, its own session, out of the worker's pipes (``other``: the
+    socket end it must not hold), stdout and stderr into ``folder/output.txt``."""
+    scratch.die_with_parent()
+    if os.getppid() != WORKER_PID:
+        integrity._real_exit(75)
     os.setsid()
     os.close(answers)  # (requests is fd 0, replaced by /dev/null below)
     other.close()
@@ -154,8 +167,39 @@ def child(request, answers, mine, other):
         leave(code)
 
 
+def kill(pid):
+    """SIGKILL the session of ``pid`` (a child or a judge), or ``pid`` itself where it has none yet."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def abandon(running, home):
+    """The grader died: end the checks still running, remove their scratch folders and the worker's home, exit."""
+    for pid, job in running.items():
+        kill(pid)
+        kill(job["judge"])
+    for pid, job in running.items():
+        for process in (pid, job["judge"]):
+            try:
+                os.waitpid(process, 0)
+            except ChildProcessError:
+                pass
+        for folder in job["request"].get("scratch", []):
+            shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(home, ignore_errors=True)
+    integrity._real_exit(0)
+
+
 def main():
+    global WORKER_PID
     args = sys.argv[1:]
+    WORKER_PID, grader = os.getpid(), os.getppid()
+    home = os.getcwd()
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the plugins named above: no entry-point scan, no extras
     torch.set_num_threads(1)
     requests = sys.stdin.fileno()
@@ -182,6 +226,8 @@ def main():
     answer({"ready": True, "nodeids": nodeids})
     running, judges, ended, buffer, closed = {}, {}, {}, b"", False
     while running or not closed:
+        if os.getppid() != grader:
+            abandon(running, home)
         ready, _, _ = select.select([wake] if closed else [requests, wake], [], [], 0.1)
         if wake in ready:  # a child ended (SIGCHLD): its answer goes out now, not at the next poll
             try:
@@ -235,14 +281,8 @@ def main():
         for pid, job in running.items():
             if not job["timed_out"] and now - job["start"] > float(job["request"]["timeout"]):
                 job["timed_out"] = True
-                for process in (pid, job["judge"]):
-                    try:
-                        os.killpg(process, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        try:
-                            os.kill(process, signal.SIGKILL)
-                        except ProcessLookupError:
-                            pass
+                kill(pid)
+                kill(job["judge"])
 
 
 if __name__ == "__main__":
