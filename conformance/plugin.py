@@ -236,8 +236,7 @@ def diagnosis(excinfo, component, locate, impl):
         return (MISSING, "adapter.sizes_fixed_by_the_code", f"{component} crashed at the checker's sizes, while built "
                 f"at the paper's widths (d_model = 512, h = 8, d_ff = 2048) it runs: its code fixes a size of its "
                 f"own ({message}). {MAP_IT}")
-    case = harness.LATEST_CASE  # (the crash's own: drawn by the check that crashed)
-    return ERROR, crash.cause, message + (f"\nReproduce:\n{case.reproduction(component)}" if case is not None else "")
+    return ERROR, crash.cause, message
 
 
 ATTENTION_BLOCKS = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")

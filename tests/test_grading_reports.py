@@ -112,7 +112,13 @@ def test_feedback_leads_with_what_to_fix():
                     "- `embedding` (100%): 2 of 2 checks passed",
                     "- `decoder` (0%): the assignment asks for decoder; none found: none of its 3 checks ran")
     assert in_order(feedback, "`attention.scale.unscaled`", "- Where: `sub.py:12`",
-                    f"- What the paper requires: {REQUIRES}", "- Observed: scores multiplied by 1", "repro()")
+                    f"- What the paper requires: {REQUIRES}", "- Observed: scores multiplied by 1")
+    assert "repro()" not in feedback  # (the checker's own snippet: a student runs the standalone script instead)
+    script = "reproductions/student/02-scores.py"
+    linked = reports.feedback(STUDENT, {("attention", "attention.scale.unscaled"): (script, None),
+                                        ("multi_head_attention", "error.undefined_name"): (None, "why not")})
+    assert in_order(linked, "`error.undefined_name`", "- Reproduce: no standalone script (why not)",
+                    "`attention.scale.unscaled`", f"- Reproduce: [`{script}`](../{script})")
     assert sum("decoder" in line for line in feedback.splitlines()) == 1 and "missing" not in feedback
     details = reports.details_html(STUDENT, None)
     assert in_order(details, "What to fix", "error.undefined_name", "attention.scale.unscaled", "Deviations",
