@@ -6,7 +6,8 @@ import os
 import sys
 from pathlib import Path
 
-from conformance.grading import assignment, reports, runner
+from conformance.grading import assignment, reports, reproductions, runner
+from conformance.grading.analytics import digest
 
 DESCRIPTION = ("Check your submission the way it will be graded: the same checks, the same rubric, the same feedback "
                "(without the checks the rubric hides until the grades are released). Exit status 0 when nothing "
@@ -43,8 +44,8 @@ def run(args, pytest_args):
         print(f"conformance check: {exc}", file=sys.stderr)
         return 2
     shown = assignment.student_view(result, rubric)
-    text = reports.feedback(shown)
     out = Path(args.out)
+    text = reports.feedback(shown, reproductions.write_scripts(out, shown, digest(shown)["mistakes"]))
     runner.write_atomic(out / "feedback" / f"{name}.md", text)
     picture = reports.pe_picture(result.get("pe"))
     if picture:
