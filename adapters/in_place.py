@@ -10,12 +10,17 @@ it ran), so that the checks can verify the sub-blocks against the paper's math w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
 
+from adapters.building import PROBE
 from adapters.call_plans import first_tensor
+
+ROLES = ("layer_norm", "multi_head_attention", "sublayer_connection")
+"""The roles whose instances inside the author's model are checked in place (``conformance.test_in_place``)."""
 
 
 def kept(value):
@@ -107,3 +112,25 @@ def record(model, mark=None):
     finally:
         for handle in handles:
             handle.remove()
+
+
+def reading_note(bindings, observation, model_builder):
+    """The mapping note saying how each bound role was read: observed (its class built or called while the author's
+    own entry points ran, ``adapters.observe``), guessed (names, signatures and probe calls alone), and, of
+    :data:`ROLES`, those checked in place: their class has instances inside the model ``model_builder`` builds on the
+    probe configuration. None when nothing is bound."""
+    if not bindings:
+        return None
+    seen = set(observation.calls) | set(observation.constructed) if observation is not None else set()
+    observed = [r for r, b in bindings.items() if getattr(b.target, "__name__", None) in seen]
+    try:
+        model = model_builder(**dataclasses.asdict(PROBE)) if model_builder is not None else None
+    except Exception:  # noqa: BLE001 (the author's model does not build: its own checks say why)
+        model = None
+    inside = {type(m) for m in model.modules()} if isinstance(model, nn.Module) else set()
+    in_place = [r for r in ROLES if r in bindings and bindings[r].target in inside]
+    parts = [f"observed in the author's own run: {', '.join(observed)}" if observed else "",
+             f"guessed from names, signatures and probe calls: {', '.join(r for r in bindings if r not in observed)}"
+             if len(observed) < len(bindings) else "",
+             f"checked in place, inside the model's own forward pass: {', '.join(in_place)}" if in_place else ""]
+    return "how the roles were read: " + "; ".join(p for p in parts if p)

@@ -21,6 +21,7 @@ verdict: ``adapter.not_read_in_place``. Every fail here is evidence of kind "rep
 (``conformance.evidence``), and a failure a direct check finds on the checker's own call counts as replayed when the
 check here finds it too (:func:`findings`).
 """
+import contextlib
 import functools
 import itertools
 import math
@@ -30,18 +31,17 @@ import torch
 import torch.nn as nn
 from hypothesis import given
 
-from adapters.in_place import record
+from adapters.in_place import ROLES, record
 from conformance import harness, strategies
 from conformance.harness import Case, canonical_inputs, difference, role_instances
 from conformance.interface import Config, MissingRole
-from conformance.probes import AttentionRecorder, constant_ratio, sdpa_scale
+from conformance.probes import SoftmaxWatch, constant_ratio, sdpa_scale
 from conformance.test_layer_norm import affine_parameters, factors, fits, wrong_axis
 from conformance.test_norm_order import judge, layer_norms, nearest
 from conformance.test_softmax import SCALE_MISTAKES
 from conformance.verdicts import Failure, Finding, Missing
 from conformance.weights import EPS_LIMIT, is_norm_module
 
-ROLES_IN_PLACE = ("layer_norm", "multi_head_attention", "sublayer_connection")
 MASKED = -1e4
 """Scores at or below this are a mask's fill (-1e9, -inf), not Q K^T / sqrt(d_k) of the checker's inputs."""
 
@@ -56,10 +56,10 @@ def in_place_case(impl, device, drawn):
 class Run:
     """The model built on ``case`` and run once on its canonical call (``inputs``, else drawn; the target tokens
     changed from position ``changed_from`` on, if given): ``recording`` (``adapters.in_place.Recording``),
-    ``attention`` (the softmaxes and fused attention calls seen, an ``AttentionRecorder``), and
-    :meth:`instances`."""
+    ``attention`` (the softmaxes and fused attention calls seen, a ``SoftmaxWatch``, unless ``softmaxes`` is False),
+    and :meth:`instances`."""
 
-    def __init__(self, case, inputs=None, changed_from=None):
+    def __init__(self, case, inputs=None, changed_from=None, softmaxes=True):
         if not case.impl.has("model"):
             raise MissingRole(f"{case.impl.spec} has no 'model': there is no forward pass of the author's to watch")
         if harness.WATCH is not None:
@@ -77,7 +77,9 @@ class Run:
         if changed_from is not None:
             tgt = tgt.clone()
             tgt[:, changed_from:] = tgt[:, changed_from:] % (case.cfg.tgt_vocab - 1) + 1
-        with AttentionRecorder() as self.attention, record(inner, self.marks) as self.recording, torch.no_grad():
+        self.attention = SoftmaxWatch()
+        with self.attention if softmaxes else contextlib.nullcontext(), torch.no_grad(), \
+                record(inner, self.marks) as self.recording:
             self.model(src, tgt, src_mask, tgt_mask)
 
     def marks(self):
@@ -91,7 +93,7 @@ class Run:
 def verify(case, role, contract="paper", run=None):
     """``[Finding]``: what the recorded calls of ``role``'s instances inside the author's model show (fails and
     deviations, at most one per cause); raises Missing when no call of it could be read."""
-    run = run or Run(case)
+    run = run or Run(case, softmaxes=role == "multi_head_attention")
     calls = run.instances(role)
     if not calls:
         raise Missing("adapter.not_read_in_place", f"a {role} inside the author's model, recorded as it runs",
@@ -245,7 +247,7 @@ def future_in_place(case, run):
     """§3.2.3: changing the target tokens from the last position on leaves every attention's outputs at the
     earlier target positions as they were."""
     t = case.tgt_len - 1
-    changed = Run(case, run.inputs, changed_from=t)
+    changed = Run(case, run.inputs, changed_from=t, softmaxes=False)
     before, after = run.instances("multi_head_attention"), changed.instances("multi_head_attention")
     if len(before) != len(after):
         return
@@ -279,18 +281,25 @@ def residual_in_place(case, call, run, contract):
             return torch.full_like(z, float("nan"))
         return sublayer.out
 
-    d = x.shape[-1]
-    ranked = nearest([(out, x, [[recorded]])], x.norm(), layer_norms(call.module, d), contract=contract)
-    judge("sublayer_connection", contract, ranked, None)
+    ranked = nearest([(out, x, [[recorded]])], x.norm(), layer_norms(call.module, x.shape[-1]), contract=contract)
+    try:
+        judge("sublayer_connection", contract, ranked, None)
+    except Finding as finding:
+        finding.observed = f"{at(call)}: {finding.observed}"
+        raise
 
 
 VERIFIERS = {"layer_norm": layer_norm_in_place, "multi_head_attention": attention_in_place,
              "sublayer_connection": residual_in_place}
 
 
-def raise_first(found):
-    if found:
-        raise sorted(found, key=lambda f: isinstance(f, Failure), reverse=True)[0]
+def raise_first(case, role, found):
+    """Raise the first of the findings ``found`` (a fail before a deviation), with a reproduction that runs the
+    author's model and reads ``role`` in place."""
+    for finding in sorted(found, key=lambda f: isinstance(f, Failure), reverse=True)[:1]:
+        finding.reproduction = case.reproduction("model", "from conformance.test_in_place import verify\n"
+                                                 f"print([f.message for f in verify(case, {role!r})])")
+        raise finding
 
 
 # -- the checks ------------------------------------------------------------------------------------------------------
@@ -299,7 +308,8 @@ def raise_first(found):
 def test_layer_norms_normalize_in_place(impl, device, component, drawn):
     """§3.1: every LayerNorm the author's model runs normalizes the features of each position it is given, with its
     own gain and bias."""
-    raise_first(verify(in_place_case(impl, device, drawn), component))
+    case = in_place_case(impl, device, drawn)
+    raise_first(case, component, verify(case, component))
 
 
 @pytest.mark.parametrize("component", ["multi_head_attention"])
@@ -309,8 +319,11 @@ def test_attentions_attend_in_place(impl, device, component, drawn):
     own projections, under the mask the model gives it, and no target position sees a later one."""
     case = in_place_case(impl, device, drawn)
     run = Run(case)
-    raise_first(verify(case, component, run=run))
-    future_in_place(case, run)
+    raise_first(case, component, verify(case, component, run=run))
+    try:
+        future_in_place(case, run)
+    except Failure as failure:
+        raise_first(case, component, [failure])
 
 
 @pytest.mark.parametrize("component", ["sublayer_connection"])
@@ -318,7 +331,8 @@ def test_attentions_attend_in_place(impl, device, component, drawn):
 def test_residuals_add_in_place(impl, device, contract, component, drawn):
     """§3.1, §5.4: every add-and-norm block the author's model runs returns LayerNorm(x + Sublayer(x)) of its input
     and of the sub-layer it called."""
-    raise_first(verify(in_place_case(impl, device, drawn), component, contract))
+    case = in_place_case(impl, device, drawn)
+    raise_first(case, component, verify(case, component, contract))
 
 
 # -- replaying a direct check's finding ------------------------------------------------------------------------------
@@ -330,7 +344,7 @@ REPLAY = dict(cfg=Config(d_model=12, h=3, d_ff=24, dropout=0.0, N=2, vocab_size=
 def findings(impl, role, contract="paper"):
     """The causes the checks in place find for ``role`` on the author's own forward pass (one drawn setting), as a
     frozenset; empty when the role is not checked in place or nothing can be read."""
-    if role not in ROLES_IN_PLACE or not impl.has(role) or not impl.has("model"):
+    if role not in ROLES or not impl.has(role) or not impl.has("model"):
         return frozenset()
     case = Case(impl, **REPLAY)
     try:
