@@ -78,9 +78,13 @@ class Run:
             tgt = tgt.clone()
             tgt[:, changed_from:] = tgt[:, changed_from:] % (case.cfg.tgt_vocab - 1) + 1
         self.attention = SoftmaxWatch()
-        with self.attention if softmaxes else contextlib.nullcontext(), torch.no_grad(), \
-                record(inner, self.marks) as self.recording:
-            self.model(src, tgt, src_mask, tgt_mask)
+        try:
+            with self.attention if softmaxes else contextlib.nullcontext(), torch.no_grad(), \
+                    record(inner, self.marks) as self.recording:
+                self.model(src, tgt, src_mask, tgt_mask)
+        except Exception as exc:  # noqa: BLE001 (the model's own checks report its crash, not its sub-blocks')
+            raise Missing("adapter.not_read_in_place", "the author's model running its own forward pass",
+                          f"its canonical call raised {type(exc).__name__}: {str(exc)[:200]}") from exc
 
     def marks(self):
         return len(self.attention.softmaxes), len(self.attention.sdpa_calls)
