@@ -36,8 +36,9 @@ def kept(value):
 @dataclass(eq=False)
 class Call:
     """One forward call of a module inside the model: ``args``/``kwargs`` as given, ``output`` as returned, the
-    ``calls`` of modules made while it ran (in order, those nested deeper inside them), and ``marks``: what the
-    ``mark`` function of :func:`record` read when the call started and when it ended (None when none was given)."""
+    ``calls`` of modules made while it ran (in order, those nested deeper inside them), ``marks``: what the
+    ``mark`` function of :func:`record` read when the call started and when it ended (None when none was given), and
+    ``ended``: how many calls of the recording had returned before it."""
     module: nn.Module
     path: str
     args: tuple
@@ -46,6 +47,7 @@ class Call:
     returned: bool = False
     calls: list = field(default_factory=list)
     marks: tuple = (None, None)
+    ended: int = -1
 
     @property
     def tensors(self):
@@ -70,7 +72,7 @@ class Recording:
     (the model's own call first), and :meth:`of` the calls of given modules."""
 
     def __init__(self):
-        self.top, self.open = [], []
+        self.top, self.open, self.returned = [], [], 0
 
     def every(self):
         for call in self.top:
@@ -80,6 +82,10 @@ class Recording:
         """The calls of the modules ``modules`` (compared by identity), in the order they started."""
         wanted = {id(m) for m in modules}
         return [call for call in self.every() if id(call.module) in wanted and call.returned]
+
+    def in_return_order(self):
+        """The calls that returned, innermost first: in the order they returned."""
+        return sorted((call for call in self.every() if call.returned), key=lambda call: call.ended)
 
 
 @contextlib.contextmanager
@@ -99,7 +105,8 @@ def record(model, mark=None):
         while recording.open:  # (a call that raised inside, caught by the code, never reached its hook)
             call = recording.open.pop()
             if call.module is module:
-                call.output, call.returned = kept(output), True
+                call.output, call.returned, call.ended = kept(output), True, recording.returned
+                recording.returned += 1
                 call.marks = (call.marks[0], mark() if mark else None)
                 break
 
