@@ -158,16 +158,23 @@ def layer_norm_in_place(case, call, run, contract):
             raise Failure("layer_norm.normalizes_over_wrong_axis", LN_REQUIRED,
                           f"{at(call)}: its output is its input normalized over {axis}, not over the features of "
                           "each position")
+        ratio = (normalized * x).sum(-1, keepdim=True) / (x * x).sum(-1, keepdim=True)
+        if difference(normalized, ratio * x, case, atol=10 * case.atol, rtol=1e-4) is None:
+            raise Failure("layer_norm.mean_not_subtracted", LN_REQUIRED, f"{at(call)}: its output, less its bias "
+                          "and divided by its gain, is a per-position multiple of x: the mean is not subtracted")
         raise Failure("layer_norm.not_normalized", LN_REQUIRED, f"{at(call)}: its output, less its bias and divided "
                       "by its gain, is no per-position multiple of x - mean")
-    limit = EPS_LIMIT + 1e-3 * x.var(-1).min().item()
-    small = [eps for form in ("inside", "outside") for unbiased in (False, True)
-             if (eps := fits(c, x, form, unbiased)) is not None and abs(eps) <= limit]
-    if not small:
-        words = "divided by the variance, not its square root" if fits(c, x, "variance", False) is not None \
-            else "scaled by a factor no small eps gives"
-        raise Failure("layer_norm.divides_by_variance" if words.startswith("divided") else "layer_norm.not_normalized",
-                      LN_REQUIRED, f"{at(call)}: x - mean {words}")
+    found = [eps for form in ("inside", "outside") for unbiased in (False, True)
+             if (eps := fits(c, x, form, unbiased)) is not None]
+    if any(abs(eps) <= EPS_LIMIT + 1e-3 * x.var(-1).min().item() for eps in found):
+        return
+    if fits(c, x, "variance", False) is not None:
+        raise Failure("layer_norm.divides_by_variance", LN_REQUIRED,
+                      f"{at(call)}: x - mean divided by the variance, not its square root")
+    if found:
+        raise Failure("layer_norm.eps_too_large", LN_REQUIRED, f"{at(call)}: eps = {min(found, key=abs):.6g}, from "
+                      f"its outputs, where the paper's is a small stabilizer (at most {EPS_LIMIT:g})")
+    raise Failure("layer_norm.not_normalized", LN_REQUIRED, f"{at(call)}: x - mean scaled by a factor no eps gives")
 
 
 # -- multi-head attention (§3.2) -------------------------------------------------------------------------------------

@@ -33,6 +33,9 @@ MISTAKES = {  # cause -> (the line as written, the line with the mistake)
                                               "mean = x.mean(1, keepdim=True)\n        var = ((x - mean) ** 2).mean(1"),
     "layer_norm.gain_and_bias_not_applied": ("return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift",
                                              "return (x - mean) / torch.sqrt(var + self.eps)"),
+    "layer_norm.mean_not_subtracted": ("return self.scale * (x - mean) /", "return self.scale * x /"),
+    "layer_norm.divides_by_variance": ("/ torch.sqrt(var + self.eps)", "/ (var + self.eps)"),
+    "layer_norm.eps_too_large": ("def __init__(self, features, eps=1e-6):", "def __init__(self, features, eps=0.5):"),
     "sublayer_connection.norm_order.residual_missing": ("return self.norm(x + self.dropout(out))",
                                                         "return self.norm(self.dropout(out))"),
 }
