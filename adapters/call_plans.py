@@ -285,22 +285,25 @@ def inputs_not_accepted(function, arguments, wanted, shown, skip=0):
 
 
 def adapt_arguments(arguments, named, convention):
-    """Keyword arguments for the candidate from the canonical inputs ``named``."""
+    """Keyword arguments for the candidate from the canonical inputs ``named``. An attention's mask is all it is told
+    of what to hide: given as lengths, it must be padding alone (a causal triangle would be lost; such code takes
+    its causality otherwise, from a flag the checker does not set)."""
     named = dict(named)
     if "query" in named:
         named["d_k"] = named["query"].size(-1)
-    return argument_values(arguments, named, convention)
+    return argument_values(arguments, named, convention, padding_alone="query" in named)
 
 
-def argument_values(arguments, named, convention):
+def argument_values(arguments, named, convention, padding_alone=False):
     """Keyword arguments from the canonical inputs ``named`` by the call plan ``arguments``: masks in the code's
-    ``convention``, and the harmless constants the plan gives what the math does not use (``value:...``)."""
+    ``convention`` (as lengths, of padding alone when told: :func:`adapters.masks.mask_lengths`), and the harmless
+    constants the plan gives what the math does not use (``value:...``)."""
     values = {}
     for name, c in arguments:
         if c.startswith("value:"):
             values[name] = constant(c)
         elif c.endswith(":" + LENGTHS) and c.split(":")[0] in named:
-            values[name] = mask_lengths(named[c.split(":")[0]])
+            values[name] = mask_lengths(named[c.split(":")[0]], padding_alone)
         elif ":" in c and c.split(":")[0] in named:
             values[name] = torch_mask(named[c.split(":")[0]], c.split(":")[1])
         elif c in named:

@@ -12,10 +12,16 @@ LENGTHS = "lengths"
 """The part of a canonical mask given to a parameter that takes padding as sequence lengths (``src_lengths``)."""
 
 
-def mask_lengths(mask):
+def mask_lengths(mask, padding_alone=False):
     """The sequence lengths (batch,) a canonical mask gives its keys: the keys some query may see, which must be a
-    prefix of each sequence (else a ``missing`` verdict: the check cannot be made as the code takes its inputs)."""
-    seen = mask.any(-2).reshape(mask.shape[0], -1)
+    prefix of each sequence, and, when ``padding_alone``, all the mask hides (else a ``missing`` verdict: the check
+    cannot be made as the code takes its inputs)."""
+    seen = mask.any(-2)
+    if padding_alone and not torch.equal(mask, seen.unsqueeze(-2).expand_as(mask)):
+        raise Missing("adapter.mask_not_expressible_as_lengths", "a mask of padding alone, which lengths can express",
+                      "the code takes its mask as sequence lengths, and this check's mask also hides keys from some "
+                      "queries only (a causal triangle), which lengths cannot express")
+    seen = seen.reshape(mask.shape[0], -1)
     lengths = seen.sum(-1)
     if not torch.equal(seen, torch.arange(seen.shape[-1], device=seen.device) < lengths.unsqueeze(-1)):
         raise Missing("adapter.padding_not_expressible_as_lengths", "a padding mask its sequence lengths can express",

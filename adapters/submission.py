@@ -12,6 +12,7 @@ from adapters.binding import discover, read_overrides
 from adapters.building import PROBE
 from adapters.call_plans import padding_by_lengths
 from adapters.candidates import candidates, roles_in_uncompiled_cells
+from adapters.in_place import reading_note
 from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
 from adapters.observe import describe_knobs, observe, size_knobs, with_pad_index
@@ -102,7 +103,11 @@ def load_from_path(path):
     padding = padding_by_lengths(found.bindings)
     if padding:
         notes.append("the model takes its padding as sequence lengths: the checks pad at the end of each sequence")
-    return Implementation(path, roles, origin=path, notes=notes + found.describe() + uncompiled, padding=padding,
+    notes += found.describe() + uncompiled
+    reading = reading_note(found.bindings, observation, roles.get("model"))
+    if reading:
+        notes.append(reading)
+    return Implementation(path, roles, origin=path, notes=notes, padding=padding,
                           locate=loaded.position, read=read_code(loaded, trees, names, namespace), grafts=found.grafts,
                           unbound=loaded.unbound, broken=found.broken, size_knobs=knobs, observed=observation,
                           repair=repairer(path, loaded, trees, lambda new: discover(

@@ -126,6 +126,11 @@ CATALOGUE = (
       "own enclosing block, built of the author's sub-blocks, calls it without a crash, or only with arguments of "
       "other forms (a mask of another layout, a function for a tensor): the checker does not call it as its author "
       "does"),
+    E("adapter.mask_not_expressible_as_lengths", "§3.2.3", "an attention takes its mask as sequence lengths, and the "
+      "check's mask hides keys from some queries only (a causal triangle): the code takes that part otherwise"),
+    E("adapter.not_read_in_place", "", "the sub-block's calls recorded inside the author's forward pass fit no form "
+      "the check in place reads (projections packed otherwise, no softmax seen, no single sub-layer), so it gives no "
+      "verdict there"),
     E("adapter.model_prepends_start_token", "§3.1", "the model puts a start token before the target itself, so it "
       "reads one token more than the reference and is not compared with the reference's numbers"),
     E("adapter.global_set_by_main", "", "the code reads a global that the author's main block assigns, and running "
@@ -179,6 +184,8 @@ CATALOGUE = (
       "but the weight mapping it rests on cannot be confirmed"),
     E("{component}.reference_weights_unmappable", "§3", "the candidate's weights cannot be mapped onto the "
       "reference, so outputs are not compared"),
+    E("{component}.in_place_disagrees", "§3.2.2", "inside the author's own forward pass, the heads' outputs the "
+      "output projection receives differ from softmax(Q K^T / sqrt(d_k)) V of the block's own projections"),
     E("{component}.heads_merged_without_transpose", "§3.2.2", "the heads are concatenated by a view without "
       "moving the head axis back first"),
     E("{component}.dropout_rate_ignored", "§5.4", "the given dropout rate does not set how much is dropped"),

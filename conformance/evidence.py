@@ -10,8 +10,9 @@ Every fail and error record also names its evidence (:func:`evidence`). While a 
 calling pattern of each call it makes to its component (:class:`CheckCalls`: argument names, and of each tensor its
 rank, kind and axes of size 1); the author's enclosing blocks are run under a recorder of the same patterns
 (:func:`authors_calls`). A failure on a pattern that the author's outermost running block never uses is the checker's
-way of calling, not the author's bug. Replaying a failing check through the author's own call has no cheap general
-form yet, so that kind of evidence is not claimed."""
+way of calling, not the author's bug. A failure of a role that the checks in place (``conformance.test_in_place``) also
+find on the author's own forward pass is replayed there: its evidence is :data:`REPLAYED`, whatever the check's own
+call was."""
 import contextlib
 import dataclasses
 import functools
@@ -89,7 +90,10 @@ CHECKERS_CALL = "checker's call"
 nothing of the author's to compare the call with."""
 WITHOUT_A_CALL = "without a call"
 """The check found the fault without calling the role (its code read, its parameters counted, its construction)."""
-KINDS = (AUTHORS_CALL, REFERENCE_SUBSTITUTION, CHECKERS_CALL, WITHOUT_A_CALL)
+REPLAYED = "replayed on the author's call"
+"""The fault shows on the author's own call: found by a check in place, on the sub-block's calls recorded while the
+author's model ran its own forward pass, or found on the checker's call and found there again."""
+KINDS = (AUTHORS_CALL, REPLAYED, REFERENCE_SUBSTITUTION, CHECKERS_CALL, WITHOUT_A_CALL)
 
 FUNCTION_ENCLOSING = {
     "attention": ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model"),
@@ -323,10 +327,11 @@ def watching(target, log, adapter=None, everywhere=True):
 class CheckCalls:
     """The calls one check makes to its component's role: module roles by hooks on the author's module inside what
     :meth:`Case.build` returns (the adapter's call as the author's forward receives it), function roles by watching
-    the author's function for the length of each call. ``log``: ``[pattern, returned]`` items."""
+    the author's function for the length of each call. ``log``: ``[pattern, returned]`` items; ``replayed``: set
+    when the check ran the author's model to read the role in place (``conformance.test_in_place``)."""
 
     def __init__(self, role):
-        self.role, self.log = role, []
+        self.role, self.log, self.replayed = role, [], False
 
     def module(self, role, module):
         if role != self.role:
@@ -452,6 +457,22 @@ def evidence(impl, role, cause, check_calls, crashed):
     ``check_calls``: the check's :class:`CheckCalls` (None when it made none)."""
     if ".disagrees_in_" in cause:
         return Evidence(REFERENCE_SUBSTITUTION)
+    if check_calls is not None and check_calls.replayed:
+        return Evidence(REPLAYED)
+    found = on_the_checkers_call(impl, role, check_calls, crashed)
+    if found.kind == CHECKERS_CALL and not crashed and replayed_in_place(impl, role, cause):
+        return Evidence(REPLAYED)
+    return found
+
+
+def replayed_in_place(impl, role, cause):
+    """Whether the checks in place find ``cause`` on ``role`` while the author's model runs its own forward pass."""
+    from conformance.test_in_place import findings  # (a module of checks: loaded once the checks run)
+    return isinstance(getattr(impl, "roles", None), dict) and cause in findings(impl, role)
+
+
+def on_the_checkers_call(impl, role, check_calls, crashed):
+    """:func:`evidence` from the calls the check made and those the author's code makes."""
     checked = check_calls.patterns(crashed) if check_calls is not None else set()
     if not checked:
         return Evidence(WITHOUT_A_CALL)

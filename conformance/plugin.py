@@ -30,7 +30,7 @@ from conformance.interface import FUNCTION_ROLES, IMPL_ENV_VAR, ROLES, MissingRo
 from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, Finding, summary_table
 
 FAMILIES = ("shapes", "masks", "embeddings", "positional_encoding", "softmax", "norm_order", "parameters",
-            "layer_norm", "behaviour", "construction", "information_flow")
+            "layer_norm", "behaviour", "construction", "information_flow", "in_place")
 CONTRACTS = ("paper", "practice")
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 CHECKER_DIRS = tuple(os.path.join(os.path.dirname(PACKAGE_DIR), d) + os.sep for d in ("conformance", "adapters"))

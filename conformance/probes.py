@@ -4,7 +4,8 @@
 scaled-dot-product-attention kernel run while it is active, so the checks see the attention weights even when
 an implementation does not return them. It is a ``TorchDispatchMode`` (the ATen level) rather than a
 ``torch.overrides.TorchFunctionMode``: a function mode sees a composite such as
-``F.multi_head_attention_forward`` as one call and nothing of the softmax inside it.
+``F.multi_head_attention_forward`` as one call and nothing of the softmax inside it. :class:`SoftmaxWatch` is that
+function mode, for watching a whole model's forward pass cheaply.
 :func:`set_identity_projections` turns a multi-head attention's projections into identities so that the
 per-head queries and keys are known slices of the inputs.
 :func:`dropout_control` puts every dropout under the checker's control: each one drops everything or nothing.
@@ -133,6 +134,29 @@ class AttentionRecorder(TorchDispatchMode):
     def attention_softmaxes(self, lq, lk):
         """Softmax calls whose scores end in (Lq, Lk) or, with query and key swapped, (Lk, Lq)."""
         return [c for c in self.softmaxes if c.scores.dim() >= 2 and tuple(c.scores.shape[-2:]) in ((lq, lk), (lk, lq))]
+
+
+class SoftmaxWatch(TorchFunctionMode):
+    """The softmaxes (``torch.softmax``, ``F.softmax``, ``Tensor.softmax``) and ``F.scaled_dot_product_attention``
+    calls made while it is active, recorded as :class:`AttentionRecorder` records them: a function mode, many times
+    cheaper than a dispatch mode, for watching a whole model run (it does not see inside torch's own composites)."""
+    SOFTMAXES = {torch.softmax, F.softmax, torch.Tensor.softmax}
+
+    def __init__(self):
+        super().__init__()
+        self.softmaxes, self.sdpa_calls = [], []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func in self.SOFTMAXES and isinstance(argument(args, kwargs, 1, ("dim",), None), int):
+            scores = args[0]
+            self.softmaxes.append(SoftmaxCall(scores.detach().clone(), argument(args, kwargs, 1, ("dim",), None)
+                                              % scores.dim(), out.detach().clone()))
+        elif func is F.scaled_dot_product_attention:
+            self.sdpa_calls.append(SdpaCall(args[0].detach(), args[1].detach(),
+                                            {"scale": argument(args, kwargs, 6, ("scale",), None)}))
+        return out
 
 
 def sdpa_scale(call):

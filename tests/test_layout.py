@@ -32,12 +32,13 @@ SHARED = ["adapters.names", "adapters.masks", "adapters.lint", "adapters.alignme
 STAGES = ["adapters.cells", "adapters.loading", "adapters.observe", "adapters.call_plans", "adapters.building",
           "adapters.construction", "adapters.recipes", "adapters.candidates", "adapters.wrapping",
           "adapters.behaviour", "adapters.assembly", "adapters.binding", "adapters.calls", "adapters.repairs",
-          "adapters.submission"]
+          "adapters.in_place", "adapters.submission"]
 """The stages of ``adapters/`` in the order a submission goes through them (``docs/reading-code.md``): cut into
 cells, load, observe its author's own runs, plan calls, build, plan construction, say how a role is built and called
 as plain code (for reproduction scripts), find candidates, wrap under the canonical call, try behaviour, read the
-assembly, bind roles; then read the calls for misplaced arguments, keep a way to repair crashes, and hand the checks
-an Implementation."""
+assembly, bind roles; then read the calls for misplaced arguments, keep a way to repair crashes, record the
+sub-blocks' calls inside the author's own forward pass (the checks in place), and hand the checks an
+Implementation."""
 ORDER = SHARED + STAGES
 PACKAGES = ("adapters", "conformance", "reference")
 MAX_LINES = 650

@@ -43,7 +43,9 @@ def test_a_module_with_a_subset_of_roles_reports_the_rest_missing(tmp_path):
     code, output, report = run_suite(f"--impl={tmp_path / 'only_norm.py'}", tmp_path=tmp_path)
     assert code == 0, output
     checks = report["checks"]
-    assert all(c["verdict"] == "pass" for c in checks if c["component"] == "layer_norm")
+    in_place = [c for c in checks if c["family"] == "in_place"]  # (read inside a model's forward pass: none here)
+    assert in_place and all((c["verdict"], c["cause"]) == ("missing", "role.missing") for c in in_place)
+    assert all(c["verdict"] == "pass" for c in checks if c["component"] == "layer_norm" and c not in in_place)
     assert all(c["verdict"] == "missing" for c in checks if c["component"] != "layer_norm")
 
 
