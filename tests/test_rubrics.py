@@ -2,6 +2,8 @@
 paper, or those of the teacher's ``--solution``, which must earn full marks), checks hidden from students until
 ``--release``, and ``python -m conformance check``, the student's self-check giving the feedback the grade gives."""
 import ast
+import csv
+import io
 import json
 import re
 import shutil
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conformance.grading import assignment, reports, runner
+from conformance.grading import course as course_module
 from conformance.interface import ROLES
 from tests import mutants
 from tests.test_grading import browser, probed
@@ -188,12 +191,18 @@ def test_hidden_results_stay_out_of_what_students_see_until_the_release(course, 
     root, out, results, feedback = course
     teacher = (out / "summary.md").read_text() + (out / "index.html").read_text()
     assert "multi_head_attention.scale.unscaled" in teacher and "hidden-mark" in teacher
-    assert "multi_head_attention.scale.unscaled" not in feedback["attention_unscaled"]
+    hidden_check = re.compile(r"`multi_head_attention\.scale\.unscaled`\n\n- Checks: [^\n]*" + SCALE)
+    assert not hidden_check.search(feedback["attention_unscaled"])  # (the checks in place may say it, shown)
     assert "attention.scale.unscaled" in feedback["attention_unscaled"]  # the attention's own check is shown
     assert "Score on the checks shown" in feedback["attention_unscaled"]
     tests = json.loads((out / "gradescope" / "attention_unscaled" / "results.json").read_text())["tests"]
     assert {t["name"] for t in tests if t["visibility"] == "after_published"} == {"multi_head_attention",
                                                                                  "positional_encoding"}
+    comments = {row["student_id"]: row["comments"] for row in csv.DictReader(io.StringIO(
+        (out / "gradebook.csv").read_text()))}  # (a course system shows students the comments)
+    view = assignment.student_view(results["attention_unscaled"], assignment.load_rubric(out / "rubric.toml"))
+    assert view["counts"] != results["attention_unscaled"]["counts"]
+    assert comments["attention_unscaled"] == course_module.comments(view)
     released = tmp_path / "out"
     shutil.copytree(out, released)
     again = runner.grade(root / "class", released, rubric=root / "rubric.toml", progress=False,
@@ -202,6 +211,7 @@ def test_hidden_results_stay_out_of_what_students_see_until_the_release(course, 
     shown = (released / "feedback" / "attention_unscaled.md").read_text()
     assert "multi_head_attention.scale.unscaled" in shown and f"Score: **{results['attention_unscaled']['score']:g}" \
         in shown
+    assert hidden_check.search(shown)
     tests = json.loads((released / "gradescope" / "attention_unscaled" / "results.json").read_text())["tests"]
     assert {t["visibility"] for t in tests} == {"visible"}
 

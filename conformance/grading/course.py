@@ -87,16 +87,17 @@ def comments(result):
                                    ", ".join(found), f"feedback: feedback/{result['name']}.md"]))
 
 
-def gradebook(results, absent, maximum):
+def gradebook(results, absent, maximum, shown=None):
     """gradebook.csv: one row per submission (the grader's name for it where the roster has no id), then one per
-    roster line with no submission (no score, 'no submission')."""
+    roster line with no submission (no score, 'no submission'). The score is the whole grade; the comments, which a
+    course system shows students, are those of ``shown`` (what students may see, by name) where given."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=GRADEBOOK_FIELDS)
     writer.writeheader()
     for r in results.values():
         writer.writerow(dict(student_id=r.get("student_id") or r["name"], name=r.get("student_name", ""),
                              score=f"{r.get('score', 0):g}", out_of=f"{r.get('max_score', maximum):g}",
-                             comments=comments(r)))
+                             comments=comments((shown or {}).get(r["name"], r))))
     for s in absent:
         writer.writerow(dict(student_id=s.student_id, name=s.name, score="", out_of=f"{maximum:g}",
                              comments=NO_SUBMISSION))

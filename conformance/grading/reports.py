@@ -486,9 +486,9 @@ def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=N
     writer.writerows(summary)
     write_atomic(out / "summary.csv", buffer.getvalue())
     write_atomic(out / "summary.json", json.dumps({"rubric": rubric, "submissions": summary}, indent=1))
-    pictures = {}
+    pictures, shown = {}, {}
     for name, r in results.items():
-        view = student_view(r, rubric, release)
+        view = shown[name] = student_view(r, rubric, release)
         scripts = reproductions.write_scripts(out, view, digest(view)["mistakes"])
         write_atomic(out / "feedback" / f"{name}.md", feedback(view, scripts))
         write_atomic(out / "gradescope" / name / "results.json", json.dumps(gradescope(r, rubric, release), indent=1))
@@ -501,7 +501,7 @@ def write_all(results, out, rubric, elapsed=None, pe_pictures=None, similarity=N
         write_atomic(out / "figures" / "verdicts.png", picture)
         pictures["verdicts"] = base64.b64encode(picture).decode()
     write_atomic(out / "junit.xml", junit(results))
-    write_atomic(out / "gradebook.csv", course.gradebook(results, absent, rubric["score"]["max"]))
+    write_atomic(out / "gradebook.csv", course.gradebook(results, absent, rubric["score"]["max"], shown))
     if similarity is not None:
         write_atomic(out / "similarity.json", similarity.json())
     write_atomic(out / "index.html", page(results, pictures, elapsed, similarity, rubric, release, absent))
