@@ -69,14 +69,6 @@ def collect(args):
     return collector.nodeids
 
 
-def warm_up():
-    """Pay once, before the forks, what every child would pay again: the first torch dispatch mode (the attention
-    recorder of the softmax checks) costs 1-2 s of lazy initialisation."""
-    from conformance.probes import AttentionRecorder
-    with AttentionRecorder():
-        torch.softmax(torch.zeros(1, 2, 2), -1)
-
-
 def start(folder, answers, other):
     """In a forked child: its own session, out of the worker's pipes (``other``: the socket end it must not hold),
     stdout and stderr into ``folder/output.txt``."""
@@ -174,7 +166,6 @@ def main():
     signal.set_wakeup_fd(woken)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # (a handler, so that the signal writes to the wake-up pipe)
     nodeids = collect(args)
-    warm_up()
     integrity.canaries()  # their first call imports much of torch (torch.testing): once here, not in every child
     integrity.STATE["canary"].clear()
     gc.collect()
