@@ -12,9 +12,24 @@ import os
 import textwrap
 import tomllib
 import traceback
+import sys
 import warnings
 
-import hypothesis.core
+
+def imports_left_unrewritten(*packages):
+    """Keep pytest from rewriting the asserts of ``packages``, imported below: pytest marks every module of each
+    distribution that registers a pytest plugin (hypothesis does), and where bytecode is not cached
+    (``PYTHONDONTWRITEBYTECODE``) parses and compiles each again at every start, about 1 s for hypothesis. Their
+    asserts are their own, never a check's."""
+    for hook in sys.meta_path:
+        marked = getattr(hook, "_must_rewrite", None)
+        if isinstance(marked, set) and marked & set(packages):
+            marked.difference_update(packages)
+            getattr(hook, "_marked_for_rewrite_cache", {}).clear()
+
+
+imports_left_unrewritten("hypothesis")
+import hypothesis.core  # noqa: E402
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
