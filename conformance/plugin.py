@@ -6,6 +6,7 @@ Registered through the ``pytest11`` entry point ``conformance`` (see pyproject.t
 """
 import ast
 import builtins
+import functools
 import json
 import linecache
 import os
@@ -30,6 +31,7 @@ def imports_left_unrewritten(*packages):
 
 imports_left_unrewritten("hypothesis")
 import hypothesis.core  # noqa: E402
+import hypothesis.internal.reflection
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
@@ -74,6 +76,10 @@ def function_digest(function, compute=hypothesis.core.function_digest):
 
 
 hypothesis.core.function_digest = function_digest
+if callable(getattr(hypothesis.internal.reflection, "_clean_source", None)):
+    # the digest's costliest part, a function of the check's source alone, the same for each of its parametrized
+    # items: computed once a check rather than once an item
+    hypothesis.internal.reflection._clean_source = functools.lru_cache(hypothesis.internal.reflection._clean_source)
 
 
 def pytest_addoption(parser):
