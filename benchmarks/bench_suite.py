@@ -6,11 +6,11 @@ sizes (``benchmarks/paper_sizes.py``) beside its small twin.
     python benchmarks/bench_suite.py [--repeat 3] [--impl reference] [--no-studies] [--only NAME ...]
                                      [--studies-jobs N] [--paper-sizes [-k EXPR]]
 
-Each run prints its wall time, its ratio to the floor (``python -c "import torch"``) and its stages: ``start``
+Each run prints its wall time and CPU time (all its processes), each with its ratio to the floor's (``python -c
+"import torch"``; the machine may be shared: CPU time varies less), and its stages in wall seconds: ``start``
 (Python, pytest, torch, hypothesis and the plugin imported), ``collect``, ``load``/``observe``/``discover`` (reading
 ``--impl``), the checks (each family's in the breakdown of the reference), ``between`` (pytest's work between the
-checks) and ``report``; wall seconds, with the CPU seconds of all the run's processes beside the total (the machine
-is shared: CPU time varies less). Targets (issue 25): the reference within 5x of the floor, each study within
+checks) and ``report``. Targets (issue 25): the reference within 5x of the floor, each study within
 10 s, the paper's sizes within 2x of the small twin.
 """
 import argparse
@@ -69,15 +69,16 @@ def grouped(stages):
         checks, stages.get("between checks", [0, 0])[0], stages.get("report", [0, 0])[0]]
 
 
-HEADER = (f"{'run':42s} {'wall':>7s} {'floor':>6s} {'CPU':>7s} | {'start':>6s} {'collect':>7s} {'load':>6s} "
+HEADER = (f"{'run':42s} {'wall':>7s} {'floor':>6s} {'CPU':>7s} {'floor':>6s} | {'start':>6s} {'collect':>7s} {'load':>6s} "
           f"{'observe':>7s} {'discover':>8s} {'checks':>7s} {'between':>7s} {'report':>6s}")
 
 
 def row(name, run, floor):
+    """A run's line: wall seconds and their ratio to the floor's, CPU seconds and theirs, then its stages."""
     wall, cpu, status, stages = run
     cells = " ".join(f"{v:{w}.2f}" for v, w in zip(grouped(stages), (6, 7, 6, 7, 8, 7, 7, 6)))
     flag = "" if status == 0 else f"   exit {status}"
-    return f"{name:42s} {wall:7.2f} {wall / floor:5.1f}x {cpu:7.2f} | {cells}{flag}"
+    return f"{name:42s} {wall:7.2f} {wall / floor[0]:5.1f}x {cpu:7.2f} {cpu / floor[1]:5.1f}x | {cells}{flag}"
 
 
 def families(stages):
@@ -102,7 +103,7 @@ def time_studies(floor, only, jobs):
         walls.append(run[0])
         print(row(name, run, floor) + ("   OVER 10 s" if run[0] > 10 else ""))
     if walls:
-        print(f"{'studies: median, max':42s} {statistics.median(walls):7.2f} {max(walls):7.2f}")
+        print(f"{'studies: wall median, max':42s} {statistics.median(walls):7.2f} {max(walls):7.2f}")
 
 
 def main():
@@ -116,10 +117,12 @@ def main():
                         help="also the reference at the paper's base sizes beside its small twin (minutes)")
     parser.add_argument("-k", dest="keyword", help="with --paper-sizes: only the checks pytest's -k selects")
     args = parser.parse_args()
-    floor = statistics.median(timed_run([sys.executable, "-c", "import torch"])[0] for _ in range(args.repeat))
+    floors = [timed_run([sys.executable, "-c", "import torch"]) for _ in range(args.repeat)]
+    floor = (statistics.median(f[0] for f in floors), statistics.median(f[1] for f in floors))
     print(f"conformance suite on --impl={args.impl}, median of {args.repeat} runs, {os.cpu_count()} cores, load "
           f"average {os.getloadavg()[0]:.1f}, PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')}")
-    print(f"floor: python -c 'import torch' {floor:.2f} s (wall seconds below; CPU: all the run's processes)")
+    print(f"floor: python -c 'import torch' {floor[0]:.2f} s wall, {floor[1]:.2f} s CPU (below: the wall seconds of each "
+          "run and their ratio to the floor's; the CPU seconds of all its processes and theirs; its stages, wall)")
     print(HEADER)
     serial = median_run(suite(args.impl, "-p", "no:xdist"), args.repeat)
     print(row("suite, one process (-p no:xdist)", serial, floor))
