@@ -6,32 +6,16 @@ Registered through the ``pytest11`` entry point ``conformance`` (see pyproject.t
 """
 import ast
 import builtins
-import functools
 import json
 import linecache
 import os
 import textwrap
 import tomllib
 import traceback
-import sys
 import warnings
 
-
-def imports_left_unrewritten(*packages):
-    """Keep pytest from rewriting the asserts of ``packages``, imported below: pytest marks every module of each
-    distribution that registers a pytest plugin (hypothesis does), and where bytecode is not cached
-    (``PYTHONDONTWRITEBYTECODE``) parses and compiles each again at every start, about 1 s for hypothesis. Their
-    asserts are their own, never a check's."""
-    for hook in sys.meta_path:
-        marked = getattr(hook, "_must_rewrite", None)
-        if isinstance(marked, set) and marked & set(packages):
-            marked.difference_update(packages)
-            getattr(hook, "_marked_for_rewrite_cache", {}).clear()
-
-
-imports_left_unrewritten("hypothesis")
-import hypothesis.core  # noqa: E402
-import hypothesis.internal.reflection
+import conformance.startup  # noqa: F401  (first: before hypothesis is imported)
+import hypothesis.core
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
@@ -76,10 +60,6 @@ def function_digest(function, compute=hypothesis.core.function_digest):
 
 
 hypothesis.core.function_digest = function_digest
-if callable(getattr(hypothesis.internal.reflection, "_clean_source", None)):
-    # the digest's costliest part, a function of the check's source alone, the same for each of its parametrized
-    # items: computed once a check rather than once an item
-    hypothesis.internal.reflection._clean_source = functools.lru_cache(hypothesis.internal.reflection._clean_source)
 
 
 def pytest_addoption(parser):
