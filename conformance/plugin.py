@@ -14,6 +14,7 @@ import tomllib
 import traceback
 import warnings
 
+import conformance.startup  # noqa: F401  (first: before hypothesis is imported)
 import hypothesis.core
 import pytest
 import torch

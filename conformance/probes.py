@@ -121,6 +121,12 @@ class AttentionRecorder(TorchDispatchMode):
         super().__init__()
         self.softmaxes, self.sdpa_calls = [], []
 
+    @classmethod
+    def _should_skip_dynamo(cls):
+        """False: torch would otherwise wrap ``__torch_dispatch__`` to keep its compiler out of it, importing the
+        compiler (``torch._dynamo``, about 2 s) at the first call of every process; nothing compiles it here."""
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)

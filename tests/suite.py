@@ -1,4 +1,5 @@
 """Running the conformance suite in a subprocess, as a user would, and reading its JSON report."""
+import fcntl
 import json
 import os
 import subprocess
@@ -46,3 +47,16 @@ def run_on_source(tmp_path, filename, source, *args):
     path.write_text(source)
     code, output, report = run_suite(f"--impl={path}", *args, tmp_path=tmp_path)
     return code, output, report, {(c["component"], c["check"]): c for c in (report or {}).get("checks", [])}
+
+
+def once_per_session(name, tmp_path_factory, make):
+    """``make()``'s JSON-able result, made once for the whole test session: shared by pytest-xdist's workers through
+    a file in their common temporary folder (made under a lock by the first to ask)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    saved = shared / f"once-{name}.json"
+    with open(shared / f"once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not saved.exists():
+            saved.write_text(json.dumps(make()))
+    return json.loads(saved.read_text())

@@ -9,16 +9,14 @@ copy), and its tests share the run (across pytest-xdist's workers too). A key li
 ``known_gap``: a strict xfail. The committed seed reports under ``reports/seeds/`` are outputs to read; the last test
 says when they are stale (regenerate them with ``python -m conformance report ../shared/seeds/*.txt --out
 reports/seeds -n 2``)."""
-import fcntl
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from conformance.reports import report
 from tests import answer_keys, studies
-from tests.suite import ROOT, SEEDS, seed
+from tests.suite import ROOT, SEEDS, once_per_session, seed
 
 KEYS = {subject: answer_keys.read_key(ROOT / "tests" / "seed_keys" / f"{subject}.toml") for subject in SEEDS}
 KEYS.update({name: answer_keys.read_key(studies.key_path(name)) for name in studies.STUDIES})
@@ -28,23 +26,16 @@ RUNS = {}
 
 def subject_report(subject, tmp_path_factory):
     """The suite's JSON report on a seed or a style study: one run per subject for the whole session, shared by
-    pytest-xdist's workers through a file in their common temporary folder (made under a lock by the first)."""
+    pytest-xdist's workers (:func:`tests.suite.once_per_session`)."""
+    def make():
+        out = tmp_path_factory.mktemp(subject)
+        if subject not in SEEDS:
+            return studies.check(subject, out, timeout=900)
+        path = report(seed(subject), out, timeout=900)
+        assert path is not None, (out / f"{subject}.md").read_text()
+        return json.loads(path.read_text())
     if subject not in RUNS:
-        base = tmp_path_factory.getbasetemp()
-        shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-        saved = shared / f"answer-key-run-{subject}.json"
-        with open(shared / f"answer-key-run-{subject}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not saved.exists():
-                out = tmp_path_factory.mktemp(subject)
-                if subject in SEEDS:
-                    path = report(seed(subject), out, timeout=900)
-                    assert path is not None, (out / f"{subject}.md").read_text()
-                    data = json.loads(path.read_text())
-                else:
-                    data = studies.check(subject, out, timeout=900)
-                saved.write_text(json.dumps(data))
-        RUNS[subject] = json.loads(saved.read_text())
+        RUNS[subject] = once_per_session(f"answer-key-run-{subject}", tmp_path_factory, make)
     return RUNS[subject]
 
 

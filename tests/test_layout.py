@@ -2,6 +2,7 @@
 ``adapters/`` (which may use the contract and the reference, never the checks or grading), the checks consume it,
 and grading sits above the checks. The catalogue of causes (``conformance.causes``) sits below them all."""
 import ast
+import functools
 import subprocess
 import sys
 
@@ -18,12 +19,19 @@ LAYERS = {
 }
 
 
+@functools.cache
+def loaded_by(module):
+    """The names of the modules a fresh interpreter holds once it has imported ``module`` (one launch a module for
+    the whole session: the tests below ask for ``adapters.submission`` twice)."""
+    code = f"import {module}, sys; print(sorted(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return ast.literal_eval(done.stdout.strip())
+
+
 @pytest.mark.parametrize("module", sorted(LAYERS))
 def test_a_stage_imports_nothing_above_it(module):
-    forbidden = LAYERS[module]
-    code = (f"import sys, {module}; print('\\n'.join(n for n in sys.modules if n.startswith({forbidden!r})))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert done.stdout.split() == [], f"importing {module} imported {done.stdout.split()}, which sit above it"
+    above = [m for m in loaded_by(module) if m.startswith(LAYERS[module])]
+    assert above == [], f"importing {module} imported {above}, which sit above it"
 
 
 SHARED = ["adapters.names", "adapters.masks", "adapters.lint", "adapters.alignment", "adapters.multipliers",
@@ -103,10 +111,8 @@ ABOVE_ADAPTERS = ("conformance.plugin", "conformance.test_", "conformance.gradin
 
 @pytest.mark.parametrize("module", ["adapters", "adapters.submission"])
 def test_adapters_import_neither_the_checks_nor_grading(module):
-    code = f"import {module}, sys; print(sorted(sys.modules))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    loaded = ast.literal_eval(done.stdout.strip())
-    assert [m for m in loaded if m.startswith(ABOVE_ADAPTERS)] == [], f"importing {module} imported the checks"
+    above = [m for m in loaded_by(module) if m.startswith(ABOVE_ADAPTERS)]
+    assert above == [], f"importing {module} imported {above}: the checks or grading"
 
 
 def test_no_import_cycle_among_the_projects_packages():

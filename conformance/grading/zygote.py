@@ -75,14 +75,6 @@ def collect(args):
     return collector.nodeids
 
 
-def warm_up():
-    """Pay once, before the forks, what every child would pay again: the first torch dispatch mode (the attention
-    recorder of the softmax checks) costs 1-2 s of lazy initialisation."""
-    from conformance.probes import AttentionRecorder
-    with AttentionRecorder():
-        torch.softmax(torch.zeros(1, 2, 2), -1)
-
-
 WORKER_PID = None
 """The worker's pid, which its children compare with their parent's (a worker that died as they were forked)."""
 
@@ -218,7 +210,6 @@ def main():
     signal.set_wakeup_fd(woken)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # (a handler, so that the signal writes to the wake-up pipe)
     nodeids = collect(args)
-    warm_up()
     integrity.canaries()  # their first call imports much of torch (torch.testing): once here, not in every child
     integrity.STATE["canary"].clear()
     gc.collect()

@@ -1,0 +1,25 @@
+"""Fixed costs of hypothesis the plugin keeps down, before anything imports it (``conformance.plugin`` imports this
+module first): pytest's rewriting of its modules, and the cleaning of each check's source for its digest."""
+import functools
+import sys
+
+
+def imports_left_unrewritten(*packages):
+    """Keep pytest from rewriting the asserts of ``packages``: pytest marks every module of each distribution that
+    registers a pytest plugin (hypothesis does), and where bytecode is not cached (``PYTHONDONTWRITEBYTECODE``)
+    parses and compiles each again at every start, about 0.6 s for hypothesis. Their asserts are their own, never a
+    check's."""
+    for hook in sys.meta_path:
+        marked = getattr(hook, "_must_rewrite", None)
+        if isinstance(marked, set) and marked & set(packages):
+            marked.difference_update(packages)
+            getattr(hook, "_marked_for_rewrite_cache", {}).clear()
+
+
+imports_left_unrewritten("hypothesis")
+import hypothesis.internal.reflection as reflection  # noqa: E402  (once pytest no longer rewrites it)
+
+if callable(getattr(reflection, "_clean_source", None)):
+    # the costliest part of hypothesis's digest of a check (the seed of its examples), a function of the check's
+    # source alone and so the same for each of its parametrized items: done once a check rather than once an item
+    reflection._clean_source = functools.lru_cache(reflection._clean_source)
