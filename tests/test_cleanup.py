@@ -20,10 +20,10 @@ LIMITS = dict(timeout=300.0, memory=2 << 30, output_limit=64 << 20)
 GRADER = """
 import sys
 from pathlib import Path
-from conformance.grading import runner
-worker = runner.Worker({selection!r})
+from conformance.grading import checking
+worker = checking.Worker({selection!r})
 print(worker.process.pid, flush=True)
-runner.check_submission(worker, "slow", Path(sys.argv[1]), {limits!r})
+checking.check_submission(worker, "slow", Path(sys.argv[1]), {limits!r})
 """
 
 

@@ -115,8 +115,8 @@ def test_adapters_import_neither_the_checks_nor_grading(module):
     assert above == [], f"importing {module} imported {above}: the checks or grading"
 
 
-def test_no_import_cycle_among_the_projects_packages():
-    graph = {m: imported(m, everywhere=False) for m in project_modules()}
+def cycles_in(graph):
+    """The import cycles of ``graph`` ({module: modules it imports}), each as the path that closes it."""
     state, cycles = {}, []
 
     def visit(module, path):
@@ -130,7 +130,18 @@ def test_no_import_cycle_among_the_projects_packages():
     for module in sorted(graph):
         if module not in state:
             visit(module, [module])
-    assert cycles == []
+    return cycles
+
+
+def test_no_import_cycle_among_the_projects_packages():
+    assert cycles_in({m: imported(m, everywhere=False) for m in project_modules()}) == []
+
+
+def test_no_import_circle_inside_grading_even_through_functions():
+    """The grader, the Dask placement and the reports share what they share through modules below them
+    (``checking``, ``files``, ``assignment``), never by importing each other back, not even inside a function."""
+    grading = [m for m in project_modules() if m.startswith("conformance.grading.")]
+    assert cycles_in({m: {o for o in imported(m) if o in grading} for m in grading}) == []
 
 
 @pytest.mark.parametrize("package", PACKAGES)

@@ -4,7 +4,7 @@ extra).
 
 A task carries one submission's bytes (a tar archive: the workers need not see the client's disk) and returns its
 result as plain JSON-able data. On the Dask worker it is checked exactly as the local grader checks it
-(``runner.check_submission``: a process per submission with its limits, the judge apart), forked from the zygote
+(``checking.check_submission``: a process per submission with its limits, the judge apart), forked from the zygote
 ``Worker`` that the grading run's worker plugin holds in that worker process (started by its first submission,
 closed with the run). A task whose worker dies is run again on another worker once (the scheduler's
 ``allowed-failures``, 1 in ``local_cluster``); after that its row says ``worker lost``."""
@@ -22,7 +22,7 @@ from pathlib import Path
 import dask
 import distributed
 
-from conformance.grading import runner, scratch
+from conformance.grading import checking, scratch
 
 LOCAL = re.compile(r"local(?::([1-9]\d*))?")
 
@@ -62,7 +62,7 @@ class Zygotes(distributed.WorkerPlugin):
                 # the environment of a grader without Dask, less what the nanny set for its worker
                 # (MALLOC_TRIM_THRESHOLD_=65536 alone makes the checks ~10 % slower)
                 dask_only = dask.config.get("distributed.nanny.pre-spawn-environ")
-                self.worker = runner.Worker(self.pytest_args, unset=dask_only)
+                self.worker = checking.Worker(self.pytest_args, unset=dask_only)
             return self.worker
 
     def teardown(self, worker):
@@ -71,13 +71,13 @@ class Zygotes(distributed.WorkerPlugin):
 
 
 def check_shipped(plugin, name, filename, archive, limits, private):
-    """On a Dask worker: unpack the submission and check it (``runner.check_submission``); its result dict."""
+    """On a Dask worker: unpack the submission and check it (``checking.check_submission``); its result dict."""
     staging = Path(scratch.folder(scratch.SUBMISSION))  # (a prefix that the submissions may not reach)
     try:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(staging, filter="data")
         zygote = distributed.get_worker().plugins[plugin].get()
-        return runner.check_submission(zygote, name, staging / filename, limits, private, leftovers=[staging])
+        return checking.check_submission(zygote, name, staging / filename, limits, private, leftovers=[staging])
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -87,7 +87,7 @@ def reraise(exc):
     raise exc
 
 
-class Dask(runner.Placement):
+class Dask(checking.Placement):
     """Submissions checked on Dask: ``local``/``local:N`` starts a LocalCluster of N worker processes (default: one
     per core) for this run; any other value is a scheduler's address."""
     as_completed = staticmethod(distributed.as_completed)
@@ -102,7 +102,7 @@ class Dask(runner.Placement):
         except (OSError, ValueError, RuntimeError) as exc:  # unreachable, not an address, workers that cannot start
             if self.cluster is not None:
                 self.cluster.close()
-            raise runner.SetupError(f"cannot use the Dask cluster {address!r}: {exc}") from None
+            raise checking.SetupError(f"cannot use the Dask cluster {address!r}: {exc}") from None
         self.plugin = f"conformance-zygotes-{secrets.token_hex(4)}"  # this run's own: runs may share a cluster
         self.client.register_plugin(Zygotes(pytest_args), name=self.plugin)
 

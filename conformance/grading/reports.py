@@ -15,8 +15,8 @@ from tabulate import tabulate
 from conformance.grading import course, reproductions
 from conformance.grading.analytics import (LOCATION, by_cause, by_check, component_rates, digest, histogram,
                                            score_line)
-from conformance.grading.assignment import hidden_component, hidden_finding, student_view
-from conformance.grading.runner import VERDICTS, write_atomic
+from conformance.grading.assignment import VERDICTS, hidden_component, hidden_finding, student_view
+from conformance.grading.files import write_atomic
 from conformance.grading.similarity import STYLE as SIMILARITY_STYLE
 from conformance.interface import ROLES
 from conformance.plugin import first_line

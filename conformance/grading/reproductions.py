@@ -20,6 +20,7 @@ import re
 import torch
 
 from conformance import harness
+from conformance.grading.files import write_atomic
 from conformance.interface import FUNCTION_ROLES, Config
 
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -345,7 +346,6 @@ def key(finding):
 def write_scripts(out, result, findings):
     """Write the scripts of ``findings`` (``analytics.digest``'s mistakes) under ``out/reproductions/<name>/``;
     ``{(component, cause): (relative path, None) or (None, why there is none)}`` (:func:`key`)."""
-    from conformance.grading.runner import write_atomic
     recipes, written = result.get("recipes") or {}, {}
     for number, f in enumerate(findings, 1):
         if not f.get("reproduction"):

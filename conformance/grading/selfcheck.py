@@ -6,8 +6,9 @@ import os
 import sys
 from pathlib import Path
 
-from conformance.grading import assignment, reports, reproductions, runner
+from conformance.grading import assignment, checking, reports, reproductions, runner
 from conformance.grading.analytics import digest
+from conformance.grading.files import write_atomic
 
 DESCRIPTION = ("Check your submission the way it will be graded: the same checks, the same rubric, the same feedback "
                "(without the checks the rubric hides until the grades are released). Exit status 0 when nothing "
@@ -40,16 +41,16 @@ def run(args, pytest_args):
             rubric = assignment.for_solution(rubric, solution, args.solution)
         name = runner.entry_name(path)
         result = assignment.score(runner.check_one(name, path, limits, pytest_args), rubric)
-    except (runner.SetupError, assignment.RubricError) as exc:
+    except (checking.SetupError, assignment.RubricError) as exc:
         print(f"conformance check: {exc}", file=sys.stderr)
         return 2
     shown = assignment.student_view(result, rubric)
     out = Path(args.out)
     text = reports.feedback(shown, reproductions.write_scripts(out, shown, digest(shown)["mistakes"]))
-    runner.write_atomic(out / "feedback" / f"{name}.md", text)
+    write_atomic(out / "feedback" / f"{name}.md", text)
     picture = reports.pe_picture(result.get("pe"))
     if picture:
-        runner.write_atomic(out / "figures" / f"{name}-pe.png", picture)
+        write_atomic(out / "figures" / f"{name}-pe.png", picture)
     print(text)
     print(f"conformance check: the feedback is in {out / 'feedback' / f'{name}.md'}", file=sys.stderr)
     return 0 if shown["status"] == "graded" and not shown["counts"]["fail"] + shown["counts"]["error"] else 1
