@@ -280,11 +280,12 @@ def checker_fault(impl, component, crash, exc, tb):
         return "adapter.takes_token_ids", (f"{component} embeds token ids itself, and the checker's canonical call "
                                            "gives it vectors")
     frames = [f for f, _ in traceback.walk_tb(tb) if not is_checker_code(f.f_code.co_filename)]
-    raised = next((f for f, _ in reversed(list(traceback.walk_tb(tb)))), None)
-    if not frames and raised is not None and raised.f_code.co_filename.startswith(CHECKER_DIRS):
+    raised = raised_by_the_checker(tb)
+    if not frames and raised is not None:
         return "adapter.check_crashed", (f"the checker's own code ({os.path.basename(raised.f_code.co_filename)}, "
-                                         f"{raised.f_code.co_name}) failed on what {component} returned: its "
-                                         "output does not have the form this check assumes")
+                                         f"{raised.f_code.co_name}) failed, running none of {component}'s code (an "
+                                         "internal error of the checker, or an output of a form this check does not "
+                                         "assume)")
     overflow = embedding_overflow(exc, tb)
     case = harness.LATEST_CASE
     if overflow is not None and case is not None and overflow[1] < max(case.cfg.src_vocab, case.cfg.tgt_vocab):
@@ -319,6 +320,19 @@ def checker_fault(impl, component, crash, exc, tb):
                    or (isinstance(exc, AttributeError) and is_graft(getattr(exc, "obj", None)))):
         return "adapter.graft_does_not_fit", (f"{component} was built with {'; '.join(grafts)} (which does not work), "
                                               "and the code calls that block otherwise")
+    return None
+
+
+def raised_by_the_checker(tb):
+    """The frame of the checker's own code (conformance/, adapters/) an exception came from, directly or through
+    library code that called no module's forward (``inspect``'s binding of a call, torch's tensor functions), or
+    None: an exception raised inside a module called from the checker may be that module's construction's fault."""
+    for frame, _ in reversed(list(traceback.walk_tb(tb))):
+        filename = frame.f_code.co_filename
+        if filename.startswith(CHECKER_DIRS):
+            return frame
+        if not filename.startswith(LIBRARY_DIRS) or frame.f_code.co_name in ("_call_impl", "_wrapped_call_impl"):
+            return None
     return None
 
 
