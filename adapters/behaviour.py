@@ -11,7 +11,8 @@ import torch
 from adapters import alignment
 from adapters.building import PROBE, probe_build
 from adapters.call_plans import SEQUENCE_FIRST, argument_values
-from adapters.masks import HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD_AXIS, base_convention, describe_convention
+from adapters.masks import (FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD_AXIS, base_convention,
+                           describe_convention)
 from adapters.wrapping import role_builder
 from conformance.harness import PAD, Case, canonical_inputs, run
 from conformance.interface import Implementation
@@ -27,10 +28,11 @@ MASKED = ("attention", "multi_head_attention", "encoder_layer", "decoder_layer",
 
 def masks_of_another_shape(binding, module_name, roles, bindings, convention):
     """Whether ``binding`` works under the canonical call with its masks in another shape (:data:`HEAD_AXIS`,
-    :data:`KEY_VECTORS`, and for the attention function :data:`NO_HEAD_AXIS`), which it then keeps (``roles``
-    updated, a note added)."""
+    :data:`KEY_VECTORS`, for the attention function :data:`NO_HEAD_AXIS`, for the blocks of :data:`WHOLE_MASKS`
+    :data:`FULL_SHAPE`), which it then keeps (``roles`` updated, a note added)."""
     base = base_convention(convention)
-    for shape in (HEAD_AXIS, KEY_VECTORS) + ((NO_HEAD_AXIS,) if binding.role == "attention" else ()):
+    whole = (FULL_SHAPE,) if binding.role in WHOLE_MASKS else ()
+    for shape in (HEAD_AXIS, KEY_VECTORS) + ((NO_HEAD_AXIS,) if binding.role == "attention" else ()) + whole:
         if convention.endswith(shape):
             continue
         binding.masks = base + shape
@@ -41,6 +43,11 @@ def masks_of_another_shape(binding, module_name, roles, bindings, convention):
     binding.masks = None
     roles[binding.role] = role_builder(binding, bindings, convention)
     return False
+
+
+WHOLE_MASKS = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder")
+"""The roles that may take their masks whole (:data:`FULL_SHAPE`): those whose queries one input gives (a model's
+one source mask serves queries of two lengths, the encoder's and the decoder's)."""
 
 
 LAID_OUT = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")

@@ -263,3 +263,10 @@ def inputs_not_accepted(module):
     another's code reports them (``inputs_not_accepted()``); ``([], None)`` for modules that take the canonical call."""
     report = getattr(module, "inputs_not_accepted", None)
     return report() if callable(report) else ([], None)
+
+
+def unfed_mask_parameters(module):
+    """The parameters of the module's forward named for a mask that the adapter of another's code gives nothing
+    (``unfed_mask_parameters()``); ``[]`` for modules that take the canonical call."""
+    report = getattr(module, "unfed_mask_parameters", None)
+    return report() if callable(report) else []
