@@ -5,6 +5,7 @@ token ids given to a stack that embeds them itself), and how a model's forward s
 import contextlib
 import inspect
 import io
+import re
 
 import torch
 
@@ -89,10 +90,10 @@ def works_sequence_first(binding, module_name, roles, bindings, convention, prob
     return problem
 
 
-def behaves(implementation, role, cfg=PROBE):
-    """Build the role on a small configuration (or ``cfg``) and make the canonical call; None if it works, else the
-    error."""
-    case = Case(implementation, cfg, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
+def behaves(implementation, role, cfg=PROBE, dtype=torch.float32):
+    """Build the role on a small configuration (or ``cfg``) and make the canonical call (in float32, or ``dtype``);
+    None if it works, else the error."""
+    case = Case(implementation, cfg, batch=2, src_len=5, tgt_len=7, dtype=dtype, seed=0)
     try:
         if role in MASK_CALLS:  # the harness has no canonical call of the mask helpers: theirs is made here
             arguments = MASK_CALLS[role](case)
@@ -113,6 +114,19 @@ def behaves(implementation, role, cfg=PROBE):
     except Exception as exc:  # the candidate's own code: any exception means "does not fit"
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+PRECISIONS_MEET = re.compile(r"dtype|Float.*Double|Double.*Float|float32.*float64|float64.*float32")
+"""What torch says when tensors of two precisions meet in one operation (``expected scalar type Float but found
+Double``, ``mat1 and mat2 must have the same dtype``)."""
+
+
+def float32_only(implementation, role):
+    """The error ``role`` (which works in float32) raises in float64 when tensors of the two precisions meet there:
+    its code fixes float32 somewhere (a softmax given ``dtype=torch.float``, a float32 table it multiplies), as code
+    written for float32 training does; else None."""
+    problem = behaves(implementation, role, dtype=torch.float64)
+    return problem if problem is not None and PRECISIONS_MEET.search(problem) else None
 
 
 def embeds_token_ids(implementation, role):
