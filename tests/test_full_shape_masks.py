@@ -89,8 +89,8 @@ class DecoderBlock(nn.Module):
         return self.norm_3(x + self.dropout_3(self.feed_forward(x)))
 '''
 CORRECT = WHOLE_MASK_MODEL.replace("CROSS_MASK", "cross_attention_mask")
-SCALED_BY_D_MODEL = CORRECT.replace("SCALE(q.size(-1))", "SCALE(q.size(-1) * 3)")
-"""Planted: the scores divided by sqrt(d_head * 3) (sqrt(d_model) for three heads), not sqrt(d_k) (§3.2.1)."""
+SCALED_BY_D_K = CORRECT.replace("SCALE(q.size(-1))", "SCALE(q.size(-1) ** 2)")
+"""Planted: the scores divided by d_k, not sqrt(d_k) (§3.2.1), in heads computed one at a time."""
 CROSS_UNMASKED = WHOLE_MASK_MODEL.replace("CROSS_MASK", "None")
 """Planted: the cross-attention given no mask, so padded memory positions are seen (§3.2.3)."""
 
@@ -109,7 +109,7 @@ def test_an_attention_demanding_whole_masks_is_checked_with_them_and_blamed_for_
 
 
 @pytest.mark.parametrize("source, component, cause", [
-    (SCALED_BY_D_MODEL, "decoder_layer", "decoder_layer.scaled_by_sqrt_d_model"),
+    (SCALED_BY_D_K, "multi_head_attention", "multi_head_attention.scale.d_k"),
     (CROSS_UNMASKED, "decoder_layer", "decoder_layer.mask_ignored"),
 ], ids=["scale", "cross_mask"])
 def test_a_bug_in_code_taking_whole_masks_is_still_named(tmp_path, source, component, cause):
