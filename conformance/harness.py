@@ -35,7 +35,9 @@ def tolerance(dtype):
 
 @dataclass
 class Case:
-    """One drawn example: an implementation, canonical hyperparameters, input sizes, dtype, device and seed."""
+    """One drawn example: an implementation, canonical hyperparameters, input sizes, dtype, device and seed. The
+    dtype is the precision the running check's role fixes for itself, where its code fixes one
+    (``Implementation.fixed_dtype``): float32 code is checked in float32, not blamed for float64 meeting it."""
     impl: Implementation
     cfg: Config
     batch: int
