@@ -280,7 +280,7 @@ def checker_fault(impl, component, crash, exc, tb):
         return "adapter.takes_token_ids", (f"{component} embeds token ids itself, and the checker's canonical call "
                                            "gives it vectors")
     frames = [f for f, _ in traceback.walk_tb(tb) if not is_checker_code(f.f_code.co_filename)]
-    raised = raised_by_the_checker(tb)
+    raised = crashes.raised_by_the_checker(tb, CHECKER_DIRS, LIBRARY_DIRS)
     if not frames and raised is not None:
         return "adapter.check_crashed", (f"the checker's own code ({os.path.basename(raised.f_code.co_filename)}, "
                                          f"{raised.f_code.co_name}) failed, running none of {component}'s code (an "
@@ -320,19 +320,6 @@ def checker_fault(impl, component, crash, exc, tb):
                    or (isinstance(exc, AttributeError) and is_graft(getattr(exc, "obj", None)))):
         return "adapter.graft_does_not_fit", (f"{component} was built with {'; '.join(grafts)} (which does not work), "
                                               "and the code calls that block otherwise")
-    return None
-
-
-def raised_by_the_checker(tb):
-    """The frame of the checker's own code (conformance/, adapters/) an exception came from, directly or through
-    library code that called no module's forward (``inspect``'s binding of a call, torch's tensor functions), or
-    None: an exception raised inside a module called from the checker may be that module's construction's fault."""
-    for frame, _ in reversed(list(traceback.walk_tb(tb))):
-        filename = frame.f_code.co_filename
-        if filename.startswith(CHECKER_DIRS):
-            return frame
-        if not filename.startswith(LIBRARY_DIRS) or frame.f_code.co_name in ("_call_impl", "_wrapped_call_impl"):
-            return None
     return None
 
 
