@@ -5,13 +5,15 @@ token ids given to a stack that embeds them itself), and how a model's forward s
 import contextlib
 import inspect
 import io
+import re
 
 import torch
 
 from adapters import alignment
 from adapters.building import PROBE, probe_build
 from adapters.call_plans import SEQUENCE_FIRST, argument_values
-from adapters.masks import HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD_AXIS, base_convention, describe_convention
+from adapters.masks import (FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD_AXIS, base_convention,
+                           describe_convention)
 from adapters.wrapping import role_builder
 from conformance.harness import PAD, Case, canonical_inputs, run
 from conformance.interface import Implementation
@@ -27,10 +29,11 @@ MASKED = ("attention", "multi_head_attention", "encoder_layer", "decoder_layer",
 
 def masks_of_another_shape(binding, module_name, roles, bindings, convention):
     """Whether ``binding`` works under the canonical call with its masks in another shape (:data:`HEAD_AXIS`,
-    :data:`KEY_VECTORS`, and for the attention function :data:`NO_HEAD_AXIS`), which it then keeps (``roles``
-    updated, a note added)."""
+    :data:`KEY_VECTORS`, for the attention function :data:`NO_HEAD_AXIS`, for the blocks of :data:`WHOLE_MASKS`
+    :data:`FULL_SHAPE`), which it then keeps (``roles`` updated, a note added)."""
     base = base_convention(convention)
-    for shape in (HEAD_AXIS, KEY_VECTORS) + ((NO_HEAD_AXIS,) if binding.role == "attention" else ()):
+    whole = (FULL_SHAPE,) if binding.role in WHOLE_MASKS else ()
+    for shape in (HEAD_AXIS, KEY_VECTORS) + ((NO_HEAD_AXIS,) if binding.role == "attention" else ()) + whole:
         if convention.endswith(shape):
             continue
         binding.masks = base + shape
@@ -41,6 +44,11 @@ def masks_of_another_shape(binding, module_name, roles, bindings, convention):
     binding.masks = None
     roles[binding.role] = role_builder(binding, bindings, convention)
     return False
+
+
+WHOLE_MASKS = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder")
+"""The roles that may take their masks whole (:data:`FULL_SHAPE`): those whose queries one input gives (a model's
+one source mask serves queries of two lengths, the encoder's and the decoder's)."""
 
 
 LAID_OUT = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")
@@ -82,10 +90,10 @@ def works_sequence_first(binding, module_name, roles, bindings, convention, prob
     return problem
 
 
-def behaves(implementation, role, cfg=PROBE):
-    """Build the role on a small configuration (or ``cfg``) and make the canonical call; None if it works, else the
-    error."""
-    case = Case(implementation, cfg, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
+def behaves(implementation, role, cfg=PROBE, dtype=torch.float32):
+    """Build the role on a small configuration (or ``cfg``) and make the canonical call (in float32, or ``dtype``);
+    None if it works, else the error."""
+    case = Case(implementation, cfg, batch=2, src_len=5, tgt_len=7, dtype=dtype, seed=0)
     try:
         if role in MASK_CALLS:  # the harness has no canonical call of the mask helpers: theirs is made here
             arguments = MASK_CALLS[role](case)
@@ -106,6 +114,19 @@ def behaves(implementation, role, cfg=PROBE):
     except Exception as exc:  # the candidate's own code: any exception means "does not fit"
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+PRECISIONS_MEET = re.compile(r"dtype|Float.*Double|Double.*Float|float32.*float64|float64.*float32")
+"""What torch says when tensors of two precisions meet in one operation (``expected scalar type Float but found
+Double``, ``mat1 and mat2 must have the same dtype``)."""
+
+
+def float32_only(implementation, role):
+    """The error ``role`` (which works in float32) raises in float64 when tensors of the two precisions meet there:
+    its code fixes float32 somewhere (a softmax given ``dtype=torch.float``, a float32 table it multiplies), as code
+    written for float32 training does; else None."""
+    problem = behaves(implementation, role, dtype=torch.float64)
+    return problem if problem is not None and PRECISIONS_MEET.search(problem) else None
 
 
 def embeds_token_ids(implementation, role):

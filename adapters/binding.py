@@ -29,9 +29,9 @@ import torch
 
 from adapters.assembly import (METHOD_ROLES, assembled_together, masks_as_the_model_passes_them, method_role,
                                parts_in_built_blocks)
-from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, behaves, embeds_token_ids, helper_masks,
-                                hides_a_masked_key, learns_weights, masks_of_another_shape, target_shift,
-                                works_sequence_first)
+from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, behaves, embeds_token_ids, float32_only,
+                                helper_masks, hides_a_masked_key, learns_weights, masks_of_another_shape,
+                                target_shift, works_sequence_first)
 from adapters.building import PROBE, Binding, builds, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, first_tensor, in_torch_style, plan_arguments,
                                  positions_of, returns_table)
@@ -85,6 +85,12 @@ def discover(namespace, module_name, overrides=None, modules=None):
             break
         tried.append(prefer)
         found = bind_roles(namespace, module_name, overrides, modules, frozenset(prefer))
+    for role, binding in found.bindings.items():
+        problem = float32_only(Implementation(module_name, found.roles), role) if binding.works else None
+        if problem is not None:  # (the author computes in float32: so is the role checked, with float32's tolerances)
+            found.roles[role].fixed_dtype = torch.float32
+            found.notes.append(f"{role}: computes in float32 only, its code fixing that precision (in float64: "
+                               f"{problem[:120]}): checked in float32")
     return found
 
 

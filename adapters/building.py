@@ -18,11 +18,11 @@ import torch
 import torch.nn as nn
 
 from adapters import multipliers, projections
-from adapters.call_plans import MethodModule, call_plan, constant
+from adapters.call_plans import MethodModule, call_plan, constant, first_tensor
 from adapters.masks import from_convention
 from adapters.names import CANONICAL_CALLS
 from conformance.harness import PAD
-from conformance.interface import Config, call_with_canonical_arguments
+from conformance.interface import FUNCTION_ROLES, Config, call_with_canonical_arguments
 from reference.transformer import CONFORMANCE_ROLES as REFERENCE
 
 PROBE = Config(d_model=12, h=3, d_ff=24, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=13, max_len=16)
@@ -130,9 +130,14 @@ def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
     code's mask convention, for the stand-ins of :func:`standing_in`)."""
     if depth > 4:
         raise RecursionError("sub-blocks nest too deeply")
-    if binding.part_of is not None:
+    if binding.part_of is not None:  # the enclosing block, built with the part's own class (it is what is checked)
         owner, path, within = binding.part_of
-        block = build_from_plan(owner, cfg, within, depth + 1, convention)
+        token = KEPT.set(KEPT.get() + (binding.target,))
+        try:
+            with standing_in(binding, cfg, bindings, convention):
+                block = build_from_plan(owner, cfg, within, depth + 1, convention)
+        finally:
+            KEPT.reset(token)
         if path is None:
             return MethodModule(block, binding.target.__name__)
         return (projections.with_projections(block, path) if binding.role == "multi_head_attention"
@@ -183,6 +188,9 @@ def constructed_by_name(binding, bindings):
             and namespace.get(b.name) is b.target]
 
 
+KEPT = contextvars.ContextVar("kept", default=())
+"""While a block is built for a part found inside it (:attr:`Binding.part_of`): the part's own class, which no
+stand-in replaces, broken or not (the stand-in would be the reference's code checked in the author's place)."""
 AUTHORS_OWN = contextvars.ContextVar("authors_own", default=None)
 """While :func:`authors_own_blocks` lasts: the list of the roles whose reference graft could not be avoided."""
 
@@ -205,7 +213,8 @@ def standing_in(binding, cfg, bindings, convention):
     """While ``binding``'s class is built, the broken classes it builds by name are replaced in its module by
     stand-ins (:func:`stand_in`), so that its own code is still checked (the grafting of :func:`build_sub_block`
     for blocks a class makes itself)."""
-    broken = constructed_by_name(binding, bindings) if AUTHORS_OWN.get() is None else []
+    broken = [b for b in constructed_by_name(binding, bindings) if b.target not in KEPT.get()] \
+        if AUTHORS_OWN.get() is None else []
     namespace = binding.target.__init__.__globals__ if broken else {}
     for b in broken:
         namespace[b.name] = stand_in(b, cfg, convention)
@@ -281,9 +290,24 @@ def sub_block_vocabularies(constructor, cfg):
     return sizes
 
 
+class GraftedFunction(nn.Module):
+    """The reference's function of a role (eq. (1)'s attention) as a block, returning its output alone: what is put
+    in place of a broken class of the candidate's playing that role."""
+    grafted_by_checker = True
+
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, *args, **kwargs):
+        return first_tensor(self.function(*args, **kwargs))
+
+
 def grafted_reference(role, cfg):
     """The reference's block of ``role``, built in place of a candidate's broken one and marked so
     (``grafted_by_checker``: its code is not the candidate's, so what it does is no finding of the candidate's)."""
+    if role in FUNCTION_ROLES:
+        return GraftedFunction(REFERENCE[role])
     block = call_with_canonical_arguments(REFERENCE[role], cfg)
     block.grafted_by_checker = True
     return block

@@ -152,14 +152,15 @@ WORDS = {
 
 def by_words(name, remaining):
     """The canonical input of ``remaining`` a long argument name spells out in words, or None: a mask of the
-    target or the source (or the only mask left), the encoder's output (``src_representations_batch``: source
-    words and an encoded one), the source or the target tokens."""
+    target or the source (the cross-attention's is the source's; the self-attention's, besides it, the target's; or
+    the only mask left), the encoder's output (``src_representations_batch``: source words and an encoded one),
+    the source or the target tokens."""
     words = name_words(name)
     source, target = bool(words & WORDS["source"]), bool(words & WORDS["target"] - {"output", "out"})
     masks = [c for c in remaining if c.endswith("mask")]
     if "mask" in words or "masks" in words:  # (the one mask left, when the name says neither side)
-        wanted = "tgt_mask" if names_the_target_mask(name) else "src_mask" if source else masks[0] \
-            if len(masks) == 1 else None
+        wanted = "tgt_mask" if names_the_target_mask(name) else "src_mask" if source or "cross" in words else \
+            masks[0] if len(masks) == 1 else "tgt_mask" if "self" in words else None
     elif "memory" in remaining and source and words & WORDS["encoded"] - {"enc"}:
         wanted = "memory"
     else:

@@ -65,16 +65,36 @@ NO_HEAD_AXIS = "-heads"
 gives them, (batch, 1|Lq, Lk): an attention that adds the axis itself, as its multi-head block calls it."""
 
 
+FULL_SHAPE = "+full"
+"""Suffix of a convention whose masks are whole, one (batch, Lq, Lk) mask each (:func:`full_masks`), for code that
+states that shape (``assert mask.shape == (batch, len_q, len_k)``) or indexes it."""
+
+
 def base_convention(convention):
     """A convention without its shape suffix."""
-    return convention.removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS).removesuffix(NO_HEAD_AXIS)
+    return (convention.removesuffix(HEAD_AXIS).removesuffix(KEY_VECTORS).removesuffix(NO_HEAD_AXIS)
+            .removesuffix(FULL_SHAPE))
+
+
+def full_masks(named):
+    """The canonical inputs ``named`` (batch first) with each 3-D mask expanded to one whole (batch, Lq, Lk) mask:
+    its rows are the positions of the sequence that queries (the queries of an attention block, the input ``x`` of
+    a layer or stack: the target for a decoder's source mask, the source itself for an encoder's)."""
+    queries = named.get("query", named.get("x"))
+    if not isinstance(queries, torch.Tensor) or queries.dim() < 3:
+        return named
+    batch, length = queries.shape[0], queries.shape[-2]
+    return {name: value.expand(batch, length, value.size(-1)).clone()
+            if name.endswith("mask") and isinstance(value, torch.Tensor) and value.dim() == 3 else value
+            for name, value in named.items()}
 
 
 def describe_convention(convention):
     shape = ("; masks given a head axis (batch, 1, Lq, Lk)" if convention.endswith(HEAD_AXIS) else
              "; masks given as (batch, Lk) key-padding vectors, which cannot say what else a query may not see"
              if convention.endswith(KEY_VECTORS) else
-             "; masks given without a head axis (batch, 1|Lq, Lk)" if convention.endswith(NO_HEAD_AXIS) else "")
+             "; masks given without a head axis (batch, 1|Lq, Lk)" if convention.endswith(NO_HEAD_AXIS) else
+             "; masks given whole, one (batch, Lq, Lk) mask each" if convention.endswith(FULL_SHAPE) else "")
     return MASK_CONVENTIONS[base_convention(convention)] + shape
 
 
@@ -91,6 +111,7 @@ def to_convention(mask, convention):
     if convention.endswith(NO_HEAD_AXIS):
         mask = mask.squeeze(1) if mask.dim() == 4 and mask.size(1) == 1 else mask
         convention = convention.removesuffix(NO_HEAD_AXIS)
+    convention = convention.removesuffix(FULL_SHAPE)  # (expanded with the queries' length: :func:`full_masks`)
     if convention == "blocked":
         return ~mask
     if convention == "additive":

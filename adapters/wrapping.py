@@ -16,12 +16,12 @@ import torch.nn as nn
 
 from adapters import alignment, recipes
 from adapters.building import PROBE, build_from_plan, probe_build
-from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, argument_values, first_tensor, from_layout,
-                                 in_layout, in_torch_style, inputs_not_accepted, plan_arguments, positions_of,
+from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, argument_values, first_tensor,
+                                 forward_parameters, from_layout, in_layout, in_torch_style, inputs_not_accepted, plan_arguments, positions_of,
                                  name_words, returns_table, setup_call)
 from adapters.construction import causal_flag, constructed_with, hyperparameters_fed
 from adapters.lint import self_attributes
-from adapters.masks import from_convention
+from adapters.masks import FULL_SHAPE, from_convention, full_masks
 from adapters.names import CANONICAL_CALLS, normalize
 from conformance.harness import PAD
 from conformance.interface import FUNCTION_ROLES, Config
@@ -49,7 +49,8 @@ class Adapted(Transparent):
         self.setup, self.setup_arguments = setup_call(inner, role, {c for _, c in self.arguments})
 
     def forward(self, *args):
-        named = in_layout(dict(zip(CANONICAL_CALLS[self.role], args)), self.layout)
+        named = dict(zip(CANONICAL_CALLS[self.role], args))
+        named = in_layout(full_masks(named) if (self.convention or "").endswith(FULL_SHAPE) else named, self.layout)
         if self.setup:  # state the forward reads, set first as the author's own code does (init_keys(key))
             getattr(self.inner, self.setup)(**argument_values(self.setup_arguments, named, self.convention))
         given = dict(named, x=positions_of(named["x"])) if self.tokens_for_positions else named
@@ -76,6 +77,17 @@ class Adapted(Transparent):
         missing, signature = inputs_not_accepted(forward, self.arguments, CANONICAL_CALLS[self.role],
                                                  f"{type(self.inner).__name__}.forward", skip=1)
         return [c for c in missing if c not in {c for _, c in self.setup_arguments}], signature
+
+    def unfed_mask_parameters(self):
+        """The parameters of its forward named for a mask that its call plan gives nothing."""
+        return unfed_mask_parameters(self.inner, self.arguments)
+
+
+def unfed_mask_parameters(module, arguments):
+    """The parameters of ``module``'s forward named for a mask (``cross_attention_mask``) that the call plan
+    ``arguments`` gives nothing: the checker could not tell which of its masks each one takes."""
+    fed = {name for name, _ in arguments or ()}
+    return [p.name for p in forward_parameters(module) if "mask" in normalize(p.name) and p.name not in fed]
 
 
 class AdaptedModel(Transparent):
@@ -171,6 +183,10 @@ class AdaptedModel(Transparent):
         missing, signature = inputs_not_accepted(type(self.inner).forward, self.forward_arguments,
                                                  CANONICAL_CALLS["model"], f"{type(self.inner).__name__}.forward", skip=1)
         return [c for c in missing if not (self.masks_from_tokens and c.endswith("mask"))], signature
+
+    def unfed_mask_parameters(self):
+        """See :meth:`Adapted.unfed_mask_parameters` (its forward's, when called through it)."""
+        return unfed_mask_parameters(self.inner, self.forward_arguments) if self.forward_arguments else []
 
     def encode_and_decode_inputs_not_accepted(self):
         """The masks that ``encode`` or ``decode`` take no parameter for, and the signatures of those that drop one

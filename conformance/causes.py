@@ -111,7 +111,8 @@ CATALOGUE = (
       "not installed)"),
     E("adapter.takes_token_ids", "§3.4", "the block embeds token ids itself, where the canonical call gives it "
       "vectors"),
-    E("adapter.check_crashed", "", "the checker's own code failed on an output whose form it did not expect"),
+    E("adapter.check_crashed", "", "the checker's own code failed, running none of the author's (its internal "
+      "error, or an output of a form it did not expect)"),
     E("adapter.vocabulary_not_taken", "§3.4", "token ids of the vocabularies the checker configured overflow an "
       "embedding table the code sizes otherwise (a configuration of its own, or one vocabulary for both sides)"),
     E("adapter.sizes_fixed_by_the_code", "§6.2", "the block crashed at the checker's small sizes but runs at the "
@@ -139,6 +140,8 @@ CATALOGUE = (
       "has no effect on it"),
     E("adapter.padding_not_expressible_as_lengths", "§3.2.3", "the model takes padding as sequence lengths, which "
       "cannot express the padding this check needs (padding inside a sequence)"),
+    E("adapter.mask_parameter_not_fed", "§3.2.3", "the block leaks, and has mask parameters to which the checker "
+      "could not tell how to give its masks: not a block without a mask"),
     E("adapter.graft_does_not_fit", "", "a reference block put in place of a broken one is called by the author's "
       "code in another way"),
     E("adapter.stand_in_counted", "§3.1", "the block was built with the reference's block standing in for one of "

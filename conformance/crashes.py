@@ -26,6 +26,19 @@ def own_frame(tb, is_checker_code):
     return (frames[i], lines[i]) if frames else (None, None)
 
 
+def raised_by_the_checker(tb, checker_dirs, library_dirs):
+    """The frame of the checker's own code (under ``checker_dirs``) an exception came from, directly or through
+    library code (under ``library_dirs``) that called no module's forward (``inspect``'s binding of a call, torch's
+    tensor functions), or None: an exception raised inside a module called from the checker may be that module's."""
+    for frame, _ in reversed(list(traceback.walk_tb(tb))):
+        filename = frame.f_code.co_filename
+        if filename.startswith(checker_dirs):
+            return frame
+        if not filename.startswith(library_dirs) or frame.f_code.co_name in ("_call_impl", "_wrapped_call_impl"):
+            return None
+    return None
+
+
 def owner_class(frame):
     """The class of ``self`` in ``frame`` (a method's frame), else None."""
     instance = frame.f_locals.get("self") if frame is not None else None

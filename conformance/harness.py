@@ -35,7 +35,9 @@ def tolerance(dtype):
 
 @dataclass
 class Case:
-    """One drawn example: an implementation, canonical hyperparameters, input sizes, dtype, device and seed."""
+    """One drawn example: an implementation, canonical hyperparameters, input sizes, dtype, device and seed. The
+    dtype is the precision the running check's role fixes for itself, where its code fixes one
+    (``Implementation.fixed_dtype``): float32 code is checked in float32, not blamed for float64 meeting it."""
     impl: Implementation
     cfg: Config
     batch: int
@@ -51,6 +53,9 @@ class Case:
         if fed is not None and "src_vocab" in fed and "tgt_vocab" not in fed:  # one vocabulary for both sides
             self.cfg = dataclasses.replace(self.cfg, tgt_vocab=self.cfg.src_vocab)
         set_size_globals(getattr(self.impl, "size_knobs", ()), self.cfg)  # code reading its sizes from globals
+        fixed = getattr(self.impl, "fixed_dtype", lambda role: None)(getattr(WATCH, "role", None))
+        if fixed is not None:  # the running check's role computes in one precision only, its code fixing it
+            self.dtype = fixed
         self.generator = torch.Generator().manual_seed(self.seed)
         LATEST_CASE = self
 
@@ -263,3 +268,10 @@ def inputs_not_accepted(module):
     another's code reports them (``inputs_not_accepted()``); ``([], None)`` for modules that take the canonical call."""
     report = getattr(module, "inputs_not_accepted", None)
     return report() if callable(report) else ([], None)
+
+
+def unfed_mask_parameters(module):
+    """The parameters of the module's forward named for a mask that the adapter of another's code gives nothing
+    (``unfed_mask_parameters()``); ``[]`` for modules that take the canonical call."""
+    report = getattr(module, "unfed_mask_parameters", None)
+    return report() if callable(report) else []

@@ -137,6 +137,11 @@ class Implementation:
         None when the builder takes them by name (``CONFORMANCE_ROLES``)."""
         return getattr(self.roles.get(role), "hyperparameters", None)
 
+    def fixed_dtype(self, role):
+        """The precision the code of ``role`` fixes for itself (discovery found it computing in float32 only), in
+        which its checks run; None when it computes in any (``harness.Case``'s drawn dtype)."""
+        return getattr(self.roles.get(role), "fixed_dtype", None)
+
     def build(self, role, cfg, causal=False):
         """Build the module playing ``role`` from canonical hyperparameters (set first through the globals of code
         that reads its sizes there, in whichever process builds it). With ``causal``, the block with its own causal

@@ -281,11 +281,12 @@ def checker_fault(impl, component, crash, exc, tb):
         return "adapter.takes_token_ids", (f"{component} embeds token ids itself, and the checker's canonical call "
                                            "gives it vectors")
     frames = [f for f, _ in traceback.walk_tb(tb) if not is_checker_code(f.f_code.co_filename)]
-    raised = next((f for f, _ in reversed(list(traceback.walk_tb(tb)))), None)
-    if not frames and raised is not None and raised.f_code.co_filename.startswith(CHECKER_DIRS):
+    raised = crashes.raised_by_the_checker(tb, CHECKER_DIRS, LIBRARY_DIRS)
+    if not frames and raised is not None:
         return "adapter.check_crashed", (f"the checker's own code ({os.path.basename(raised.f_code.co_filename)}, "
-                                         f"{raised.f_code.co_name}) failed on what {component} returned: its "
-                                         "output does not have the form this check assumes")
+                                         f"{raised.f_code.co_name}) failed, running none of {component}'s code (an "
+                                         "internal error of the checker, or an output of a form this check does not "
+                                         "assume)")
     overflow = embedding_overflow(exc, tb)
     case = harness.LATEST_CASE
     if overflow is not None and case is not None and overflow[1] < max(case.cfg.src_vocab, case.cfg.tgt_vocab):

@@ -10,7 +10,8 @@ from hypothesis import given
 
 from adapters.building import is_graft
 from conformance import strategies
-from conformance.harness import PAD, Case, canonical_inputs, difference, inputs_not_accepted, output_tensor
+from conformance.harness import (PAD, Case, canonical_inputs, difference, inputs_not_accepted, output_tensor,
+                                 unfed_mask_parameters)
 from conformance.probes import AttentionRecorder
 from conformance.verdicts import Deviation, Failure, Missing
 
@@ -244,6 +245,11 @@ def require_mask_parameter(module, component, requirement, observed, mask=None):
         raise Missing("adapter.graft_does_not_fit", requirement,
                       f"{observed}: {signature} passes no mask to the reference's {', '.join(grafts)} standing in "
                       "for the author's broken block, which may hide the positions by construction")
+    unfed = unfed_mask_parameters(module) if masks else []
+    if unfed:  # (mask parameters there are: which mask each takes is what the checker could not tell)
+        raise Missing("adapter.mask_parameter_not_fed", requirement,
+                      f"{observed}: {signature} has the mask parameters {', '.join(unfed)}, to which the checker "
+                      f"could not tell how to give the canonical {', '.join(masks)}")
     if masks:
         raise Failure(f"{component}.mask_not_accepted", requirement,
                       f"{observed}: {signature} takes no mask argument (the canonical {', '.join(masks)} has "

@@ -12,7 +12,8 @@ from hypothesis import given
 
 from conformance import strategies
 from conformance.harness import Case, canonical_inputs, inputs_not_accepted, output_tensor, role_instances
-from conformance.probes import AttentionRecorder, sdpa_scale, set_identity_projections, split_heads, constant_ratio
+from conformance.probes import (AttentionRecorder, SoftmaxCall, constant_ratio, sdpa_scale, set_identity_projections,
+                                split_heads)
 from conformance.verdicts import Failure, Missing
 
 ATTENTION_ROLES = ("attention", "multi_head_attention")
@@ -82,7 +83,7 @@ def attention_softmax(recorder, case, component):
     """The last softmax over attention scores; None when the implementation calls scaled_dot_product_attention."""
     calls = recorder.attention_softmaxes(case.tgt_len, case.src_len)
     if calls:
-        return calls[-1]
+        return one_head_at_a_time(calls, case) or calls[-1]
     if recorder.sdpa_calls:
         return None
     swapped = recorder.attention_softmaxes(case.src_len, case.tgt_len)
@@ -94,6 +95,18 @@ def attention_softmax(recorder, case, component):
                       f", Lk={case.src_len}) (§3.2.1)", f"softmax only over tensors of shape {shapes}")
     raise Missing(f"{component}.softmax_not_observed", "a softmax over the attention scores (§3.2.1)",
                   "no call to torch.softmax / F.softmax / Tensor.softmax with scores of shape (..., Lq, Lk)")
+
+
+def one_head_at_a_time(calls, case):
+    """The last h softmax calls joined on a head axis, (batch, h, Lq, Lk), when each scored one head alone,
+    (batch, Lq, Lk): code that computes the heads one at a time, on slices of the projections (§3.2.2's head_i);
+    else None."""
+    heads = calls[-case.cfg.h:]
+    one = (case.batch, case.tgt_len, case.src_len)
+    if len(heads) < case.cfg.h or any(tuple(c.scores.shape) != one for c in heads):
+        return None
+    return SoftmaxCall(torch.stack([c.scores for c in heads], 1), heads[-1].dim + (heads[-1].dim > 0),
+                       torch.stack([c.weights for c in heads], 1))
 
 
 def require_query_key_order(call, case, component):

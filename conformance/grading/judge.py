@@ -159,7 +159,9 @@ def serve(impl, fd):
             return {"roles": sorted(target_impl.roles), "notes": [str(n) for n in target_impl.notes],
                     "spec": str(target_impl.spec), "read": target_impl.read,
                     "hyperparameters": {role: sorted(fed) for role in target_impl.roles
-                                        if (fed := target_impl.hyperparameters(role)) is not None}}
+                                        if (fed := target_impl.hyperparameters(role)) is not None},
+                    "dtypes": {role: str(fixed).removeprefix("torch.") for role in target_impl.roles
+                               if (fixed := target_impl.fixed_dtype(role)) is not None}}
         if op == "build":
             harness.seed_generators(request["seed"], "cpu")
             module = target_impl.build(request["role"], Config(**request["cfg"]), causal=request.get("causal") is True)
@@ -249,6 +251,9 @@ class RemoteImplementation:
         fed = answer.get("hyperparameters")
         self.fed = {role: {n for n in names if type(n) is str} for role, names in fed.items()
                     if type(role) is str and type(names) is list} if type(fed) is dict else {}
+        dtypes = answer.get("dtypes")
+        self.dtypes = {role: getattr(torch, name) for role, name in dtypes.items() if type(role) is str
+                       and name in ("float32", "float16", "bfloat16")} if type(dtypes) is dict else {}
         self.repair = None if repaired else functools.partial(RemoteImplementation, channel, repaired=True)
 
     @functools.cached_property
@@ -262,6 +267,10 @@ class RemoteImplementation:
     def hyperparameters(self, role):
         """As ``Implementation.hyperparameters``, as the submission's side reported them."""
         return self.fed.get(role)
+
+    def fixed_dtype(self, role):
+        """As ``Implementation.fixed_dtype``, as the submission's side reported it."""
+        return self.dtypes.get(role)
 
     def ask(self, **request):
         try:
