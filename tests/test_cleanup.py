@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.grading import runner as grading
+from conformance.grading import checking as grading
 from conformance.grading import scratch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ def test_a_killed_zygote_takes_its_checks_with_it_and_the_grader_removes_their_f
     worker = grading.Worker(SELECTION)
     try:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            checking = pool.submit(grading.check_submission, worker, "slow", slow, LIMITS)
+            checked = pool.submit(grading.check_submission, worker, "slow", slow, LIMITS)
             zygote = worker.process.pid
             until(lambda: len(children(zygote)) == 2 and any(tmp_path.glob("grade-*/work/started")), 120,
                   lambda: "the slow submission's checks did not start")
@@ -107,7 +107,7 @@ def test_a_killed_zygote_takes_its_checks_with_it_and_the_grader_removes_their_f
             assert len(list(tmp_path.glob("grade-*"))) == 1
             os.kill(zygote, signal.SIGKILL)
             with pytest.raises(RuntimeError, match="the grading worker ended"):
-                checking.result(timeout=10)
+                checked.result(timeout=10)
         until(lambda: not any(map(running, checks)), 10, lambda: "a check outlived its zygote")
         assert not list(tmp_path.glob("grade-*"))
     finally:
