@@ -6,9 +6,14 @@ import inspect
 import textwrap
 
 import pytest
+import torch
 
 from adapters.construction import constructor_plan, is_a_count
 from adapters.loading import load_code
+from adapters.submission import load_implementation
+from conformance.interface import Config
+from conformance.test_embeddings import test_embedding_scaled_by_sqrt_d_model
+from conformance.verdicts import Failure
 from tests.suite import run_suite
 
 WIDTHS = textwrap.dedent('''
@@ -75,9 +80,10 @@ WIDTHS = textwrap.dedent('''
         def __init__(self, vocab_size, emb_dims=512):
             super().__init__()
             self.lookup, self.emb_dims = nn.Embedding(vocab_size, emb_dims), emb_dims
+            self.factor = torch.tensor([math.sqrt(emb_dims)], dtype=torch.float32)  # rounded to float32
 
         def forward(self, ids):
-            return self.lookup(ids) * math.sqrt(self.emb_dims)
+            return self.lookup(ids) * self.factor.to(ids.device)
 
 
     class SinusoidTable(nn.Module):
@@ -117,7 +123,7 @@ WIDTHS = textwrap.dedent('''
         return torch.tril(torch.ones(n, n, dtype=torch.bool)).unsqueeze(0).unsqueeze(0)
 ''')
 SCALED_BY_SQRT_D_MODEL = ("/ math.sqrt(self.d_head)", "/ math.sqrt(self.n_heads * self.d_head)")
-NOT_SCALED = ("return self.lookup(ids) * math.sqrt(self.emb_dims)", "return self.lookup(ids)")
+NOT_SCALED = ("return self.lookup(ids) * self.factor.to(ids.device)", "return self.lookup(ids)")
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +193,27 @@ def test_a_count_without_a_default_is_read_from_range(tmp_path):
     namespace = vars(load_code(path).module)
     assert is_a_count(namespace["Stack"], inspect.signature(namespace["Stack"]).parameters["layers"])
     assert not is_a_count(namespace["Chain"], inspect.signature(namespace["Chain"]).parameters["layers"])
+
+
+@pytest.mark.parametrize("bugs", [(), (NOT_SCALED,)], ids=["correct", "not scaled"])
+def test_sqrt_d_model_held_as_a_float32_constant_is_the_papers_scale(tmp_path, bugs):
+    """``Tensor([sqrt(d)])`` rounds sqrt(6) to float32, off by 4e-8 in a float64 run: the right scale, not
+    ``scale_wrong``; leaving the scale out is still named."""
+    source = WIDTHS
+    for old, new in bugs:
+        source = source.replace(old, new)
+    path = tmp_path / "translator.py"
+    path.write_text(source)
+    impl = load_implementation(str(path))
+    cfg = Config(d_model=6, h=3, d_ff=12, dropout=0.0, N=1, vocab_size=11, src_vocab=11, tgt_vocab=11, max_len=12)
+    drawn = dict(cfg=cfg, batch=3, src_len=3, tgt_len=4, dtype=torch.float64, seed=0)
+    check = test_embedding_scaled_by_sqrt_d_model.hypothesis.inner_test
+    if not bugs:
+        check(impl, "cpu", "embedding", drawn)
+        return
+    with pytest.raises(Failure) as failure:
+        check(impl, "cpu", "embedding", drawn)
+    assert failure.value.cause == "embedding.not_scaled"
 
 
 @pytest.mark.parametrize("bugs", [(), (SCALED_BY_SQRT_D_MODEL, NOT_SCALED)], ids=["correct", "two bugs"])
