@@ -227,7 +227,8 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
     if d_model is None:  # no weight: a table (a buffer or a tensor attribute, a sinusoid's) as wide as d_model
         d_model = next((n for n, v in probes.items() if any(t.dim() >= 2 and t.shape[-1] == v
                                                             for t in tables(module))), None)
-    if d_model is None:  # Linear(a, b) then Linear(b, a): the width the first one takes in is d_model
+    fed_width = any(source == "d_model" for name, source in plan.items() if name not in probes)
+    if d_model is None and not fed_width:  # Linear(a, b) then Linear(b, a): the first one takes in d_model
         linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
         first = next((m for m in linears if m.in_features in probes.values() and any(
             o.in_features == m.out_features and o.out_features == m.in_features for o in linears)), None)

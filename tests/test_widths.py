@@ -167,6 +167,22 @@ def test_a_defaulted_width_no_name_reads_is_learned(widths):
     assert "longest" not in constructor_plan(widths["SinusoidTable"], "positional_encoding", {})
 
 
+def test_a_defaulted_inner_width_beside_a_fed_width_is_d_ff(tmp_path):
+    """``filter_size=2048`` beside a width its name feeds: the projection pair between them makes it the inner
+    width, never a second d_model."""
+    path = tmp_path / "ffn.py"
+    path.write_text(textwrap.dedent('''
+        import torch.nn as nn
+
+        class FeedForward(nn.Module):
+            def __init__(self, hidden_size, filter_size=2048):
+                super().__init__()
+                self.up, self.down = nn.Linear(hidden_size, filter_size), nn.Linear(filter_size, hidden_size)
+    '''))
+    plan = constructor_plan(vars(load_code(path).module)["FeedForward"], "feed_forward", {})
+    assert plan == {"hidden_size": "d_model", "filter_size": "d_ff"}
+
+
 def test_a_count_of_layers_is_n_not_a_list_of_them(widths):
     plan = constructor_plan(widths["Translator"], "model", {})
     assert (plan["layers"], plan["width"], plan["inner"], plan["heads"]) == ("N", "d_model", "d_ff", "h"), plan
