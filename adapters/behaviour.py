@@ -11,11 +11,12 @@ import torch
 
 from adapters import alignment
 from adapters.building import PROBE, probe_build
-from adapters.call_plans import SEQUENCE_FIRST, argument_values
+from adapters.call_plans import SEQUENCE_FIRST, argument_values, plan_arguments
 from adapters.masks import (FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD_AXIS, base_convention,
                            describe_convention)
 from adapters.wrapping import role_builder
-from conformance.harness import PAD, Case, canonical_inputs, run
+from adapters.names import CANONICAL_CALLS
+from conformance.harness import PAD, Case, canonical_inputs, expected_shape, run
 from conformance.interface import Implementation
 from conformance.verdicts import Missing
 
@@ -86,6 +87,36 @@ def works_sequence_first(binding, module_name, roles, bindings, convention, prob
         binding.notes.append(note)
         return None
     binding.layout = None
+    roles[binding.role] = role_builder(binding, bindings, convention)
+    return problem
+
+
+SEQUENCES_SWAPPED = {"x": "memory", "memory": "x"}
+
+
+def works_memory_first(binding, module_name, roles, bindings, convention, problem):
+    """Try a decoder layer or stack with its two sequences the other way round (the encoder's states first, under
+    names that say neither side): None, with a note, when it then works and returns the target's shape; else its
+    call and builder as before and ``problem`` unchanged."""
+    instance = probe_build(binding, bindings, binding.masks or convention)
+    planned = binding.call or (plan_arguments(instance, CANONICAL_CALLS[binding.role]) if instance is not None else [])
+    if instance is None or not {"x", "memory"} <= {c for _, c in planned}:
+        return problem
+    before, binding.call = binding.call, [(name, SEQUENCES_SWAPPED.get(c, c)) for name, c in planned]
+    roles[binding.role] = role_builder(binding, bindings, convention)
+    case = Case(Implementation(module_name, roles), PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32,
+                seed=0)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            out, _ = run(case, binding.role)
+        works = isinstance(out, torch.Tensor) and tuple(out.shape) == expected_shape(case, binding.role)
+    except Exception:  # the candidate's own code: it does not work this way either
+        works = False
+    if works:
+        binding.notes.append("(called with the encoder's states first: " + ", ".join(
+            f"{name}<-{c}" for name, c in binding.call if c in SEQUENCES_SWAPPED) + ")")
+        return None
+    binding.call = before
     roles[binding.role] = role_builder(binding, bindings, convention)
     return problem
 

@@ -31,7 +31,7 @@ from adapters.assembly import (METHOD_ROLES, assembled_together, masks_as_the_mo
                                parts_in_built_blocks)
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, behaves, embeds_token_ids, float32_only,
                                 helper_masks, hides_a_masked_key, learns_weights, masks_of_another_shape,
-                                target_shift, works_sequence_first)
+                                target_shift, works_memory_first, works_sequence_first)
 from adapters.building import PROBE, Binding, builds, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, first_tensor, in_torch_style, plan_arguments,
                                  positions_of, returns_table)
@@ -157,6 +157,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
             if problem is not None and role in LAID_OUT:  # written for (sequence, batch, d_model) tensors?
                 problem = works_sequence_first(binding, module_name, roles, bindings, convention, problem,
                                                "(sequence, batch, d_model) tensors, as torch's default layout")
+            if problem is not None and role in ("decoder_layer", "decoder"):  # the encoder's states first?
+                problem = works_memory_first(binding, module_name, roles, bindings, convention, problem)
             if problem is not None and role == "padding_mask" \
                     and any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # (length, batch) tokens?
                 problem = works_sequence_first(binding, module_name, roles, bindings, convention, problem,

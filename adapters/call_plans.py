@@ -150,11 +150,16 @@ WORDS = {
 """The words long argument names are made of (``trg_token_ids_batch``, ``src_representations_batch``)."""
 
 
+ENCODER_SIDE = {"src", "source", "enc", "encoder"}
+"""The words that put a sequence on the encoder's side (not ``input``: a decoder's input is its target stream)."""
+
+
 def by_words(name, remaining):
     """The canonical input of ``remaining`` a long argument name spells out in words, or None: a mask of the
     target or the source (the cross-attention's is the source's; the self-attention's, besides it, the target's; or
-    the only mask left), the encoder's output (``src_representations_batch``: source words and an encoded one),
-    the source or the target tokens."""
+    the only mask left), the encoder's output (``src_representations_batch``: source words and an encoded one; in a
+    decoder's call any sequence named for the encoder's side, ``enc_feats``), the decoder's own stream (named for
+    the target's side, ``dec_feats``), the source or the target tokens."""
     words = name_words(name)
     source, target = bool(words & WORDS["source"]), bool(words & WORDS["target"] - {"output", "out"})
     masks = [c for c in remaining if c.endswith("mask")]
@@ -163,6 +168,10 @@ def by_words(name, remaining):
             masks[0] if len(masks) == 1 else "tgt_mask" if "self" in words else None
     elif "memory" in remaining and source and words & WORDS["encoded"] - {"enc"}:
         wanted = "memory"
+    elif "memory" in remaining and words & ENCODER_SIDE and not target:  # a decoder's two sequences, told by side:
+        wanted = "memory"                                                # (enc_rep, dec_rep), memory first or not
+    elif "x" in remaining and target and not words & ENCODER_SIDE:
+        wanted = "x"
     else:
         wanted = "tgt" if target else "src" if source else None
     return wanted if wanted in remaining else None

@@ -5,10 +5,12 @@ and names (``EncoderBlock(features, attn_block, ff_block, dropout)``), and, wher
 twice, learned by building the candidate with probe values and reading which weights took each one
 (:func:`learn_arguments`).
 """
+import ast
 import contextlib
 import inspect
 import io
 import re
+import textwrap
 
 import torch
 import torch.nn as nn
@@ -72,6 +74,8 @@ def constructor_plan(target, role, bindings):
             continue
         canonical = argument_role(p.name)
         sub = submodule_role(p, bindings, role) if canonical is None else None
+        if sub == "layers" and role in ("encoder", "decoder", "model") and is_a_count(target, p):
+            canonical, sub = "N", None  # ``layers=6``: how many layers, not a list of built ones
         if canonical == "N" and role not in ("encoder", "decoder", "model") or canonical in UNUSED_SIZES.get(role, ()):
             canonical = None  # a size the role does not take (``d_hid`` of a positional encoding): learned
         if canonical == "vocab_size" and role == "model":
@@ -99,7 +103,39 @@ def constructor_plan(target, role, bindings):
     plan.update(multipliers.d_ff_multipliers(role, plan, parameters, lambda trial: probe_build(
         Binding(role, getattr(target, "__name__", str(target)), target, trial), bindings), PROBE.d_model))
     plan.update(layer_counts(target, role, plan, [n for n in counts if n not in plan], bindings))
+    plan.update(defaulted_widths(target, role, plan, parameters, bindings))
     return plan
+
+
+def defaulted_widths(target, role, plan, parameters, bindings):
+    """The defaulted size arguments that no name read (``Embeddings(vocab_size, emb_dims=512)``) and that set the
+    width of a weight: d_model, or d_ff where the role has an inner width no other argument feeds; learned by
+    building (:func:`learn_arguments`). Their defaults are the author's configuration, not a fixed size: the block
+    is built at the configuration under check, never blamed for a width it was not given."""
+    names = [p.name for p in parameters if p.name not in plan and type(p.default) is int and p.default > 1]
+    if not names:
+        return {}
+    try:
+        learned = learn_arguments(target, role, plan, names, bindings, optional=names)
+    except LookupError:  # the candidate's own code under probe values: its defaults stand
+        return {}
+    inner_free = "d_ff" not in UNUSED_SIZES.get(role, ()) and "d_ff" not in plan.values() and role != "generator"
+    return {name: source for name, source in learned.items()
+            if source == "d_model" or source == "d_ff" and inner_free}
+
+
+def is_a_count(target, parameter):
+    """Whether a constructor argument is a number, not a block: an integer default, or read by ``range()`` in the
+    constructor (``for _ in range(layers)``)."""
+    if type(parameter.default) is int:
+        return True
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(target.__init__)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
+               and any(isinstance(a, ast.Name) and a.id == parameter.name for a in node.args)
+               for node in ast.walk(tree))
 
 
 def layer_counts(target, role, plan, names, bindings):
@@ -151,8 +187,11 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
     whose names say the same size twice (``d_model`` and ``hidden``), learned from what gets built: each is given
     its own probe value, and the weights that come out say which size it is (the width of a LayerNorm or of a
     square projection: d_model; a projection between d_model and it: d_ff; the rows of an embedding: a vocabulary
-    or, named for positions, max_len; the length of a list of layers: N). Arguments that shape no weight get a
-    harmless value (``device`` -> "cpu", an index -> 0). Raises LookupError when building fails or says nothing."""
+    or, named for positions, max_len; the length of a list of layers: N). A projection out of d_model into an
+    argument named for d_model, where d_ff is another argument's or no size of the role, is a second width
+    (``d_embed`` and ``d_model = h x d_k``): the paper has one, so both are fed d_model (§3.2.2). Arguments that
+    shape no weight get a harmless value (``device`` -> "cpu", an index -> 0). Raises LookupError when building
+    fails or says nothing."""
     name_of = getattr(target, "__name__", target)
     probes, learned = dict(zip(unknown, PROBE_SIZES)), {}
     for name in unknown:
@@ -188,12 +227,14 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
     if d_model is None:  # no weight: a table (a buffer or a tensor attribute, a sinusoid's) as wide as d_model
         d_model = next((n for n, v in probes.items() if any(t.dim() >= 2 and t.shape[-1] == v
                                                             for t in tables(module))), None)
-    if d_model is None:  # Linear(a, b) then Linear(b, a): the width the first one takes in is d_model
+    fed_width = any(source == "d_model" for name, source in plan.items() if name not in probes)
+    if d_model is None and not fed_width:  # Linear(a, b) then Linear(b, a): the first one takes in d_model
         linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
         first = next((m for m in linears if m.in_features in probes.values() and any(
             o.in_features == m.out_features and o.out_features == m.in_features for o in linears)), None)
         d_model = next((n for n, v in probes.items() if first is not None and v == first.in_features), None)
     model_width = probes.get(d_model, PROBE.d_model)
+    d_ff_given = "d_ff" in UNUSED_SIZES.get(role, ()) or "d_ff" in plan.values()
     for name, value in probes.items():
         lists = [m for m in module.modules() if isinstance(m, nn.ModuleList) and len(m) == value]
         rows = [m for m in module.modules() if isinstance(m, nn.Embedding) and m.num_embeddings == value]
@@ -209,6 +250,8 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
             learned[name] = ("max_len" if any(w in n for w in ("pos", "len", "max", "seq")) else
                              "vocab_size" if role != "model" else
                              "tgt_vocab" if any(w in n for w in ("tgt", "trg", "dec", "out", "target")) else "src_vocab")
+        elif inner and plan.get(name) == "d_model" and d_ff_given and role != "generator":
+            learned[name] = "d_model"  # a second width named for d_model (d_embed and d_model, h x d_k): equal
         elif inner:  # a map out of d_model: into a vocabulary for the generator, else the inner width
             learned[name] = "vocab_size" if role == "generator" else "d_ff"
         elif role in multipliers.FEED_FORWARD_HOLDERS and multipliers.widens(module, model_width, value):

@@ -68,3 +68,24 @@ def test_a_plain_mask_beside_the_memorys_masks_is_the_targets():
     assert plan(decoder_layer) == ["x", "memory", "tgt_mask:attention", "src_mask:attention", "tgt_mask:padding",
                                    "src_mask:padding"]
     assert plan(encoder_layer, ["x", "src_mask"]) == ["x", "src_mask:attention", "src_mask:padding"]
+
+
+def test_a_decoders_two_sequences_told_by_the_side_their_names_say():
+    """The encoder's states first, under names of the decoder's own (``enc_rep, dec_rep``): the sequence named for
+    the encoder's side is the memory and the one named for the decoder's the stream it transforms, in either order;
+    a decoder's ``dec_input`` stays its stream, and an encoder's single sequence is its x."""
+    def memory_first(enc_rep, dec_rep, enc_mask, dec_mask):
+        pass
+
+    def stream_first(dec_hidden, enc_hidden, dec_mask, enc_mask):
+        pass
+
+    def inputs(dec_inp, src_states, trg_mask, src_mask):
+        pass
+
+    def encoder_layer(src_feats, src_mask):
+        pass
+    assert plan(memory_first) == ["memory", "x", "src_mask", "tgt_mask"]
+    assert plan(stream_first) == ["x", "memory", "tgt_mask", "src_mask"]
+    assert plan(inputs) == ["x", "memory", "tgt_mask", "src_mask"]
+    assert plan(encoder_layer, ["x", "src_mask"]) == ["x", "src_mask"]
