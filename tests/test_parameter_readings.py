@@ -10,7 +10,7 @@ from conformance.interface import Config
 from conformance.reports import markdown
 from conformance.test_norm_order import final_norm_deviation
 from conformance.test_parameters import (best_reading, closed_form, describe, explain_variants, known_variants,
-                                         output_projections)
+                                         output_projections, projection_maps)
 from reference import transformer as ref
 from tests import mutants as catalogue
 from tests import suite
@@ -194,3 +194,21 @@ class DecoderBlock(nn.Module):
                                            tmp_path=tmp_path)
     found = [(c["verdict"], c["cause"]) for c in report["checks"] if c["component"] == "decoder_layer"]
     assert found == [("missing", "adapter.stand_in_counted")], output
+
+
+def test_a_pre_softmax_map_to_twice_d_model_words_is_no_fused_projection():
+    """A model whose attentions hold bare bias-free matrices and whose pre-softmax map goes to a vocabulary of
+    2 d_model words: that map is not read as a fused K/V projection with biases, which would contradict (and so
+    reject) the reading of bias-free attentions with untied embeddings."""
+    cfg = Config(d_model=8, h=4, d_ff=32, N=1, src_vocab=13, tgt_vocab=16)
+
+    class Bare(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w_q = nn.Parameter(torch.zeros(8, 8))
+            self.ffn = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 8))
+            self.out = nn.Linear(8, 16)
+    m = Bare()
+    assert projection_maps(m, cfg) == []
+    m.kv = nn.Linear(8, 16, bias=False)  # a real fused K/V map beside it is still one
+    assert projection_maps(m, cfg) == [m.kv]
