@@ -5,12 +5,13 @@ token ids given to a stack that embeds them itself), and how a model's forward s
 import contextlib
 import inspect
 import io
+import re
 
 import torch
 
 from adapters import alignment
 from adapters.building import PROBE, probe_build
-from adapters.call_plans import SEQUENCE_FIRST, argument_values
+from adapters.call_plans import argument_values
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD_AXIS, base_convention, describe_convention
 from adapters.wrapping import role_builder
 from conformance.harness import PAD, Case, canonical_inputs, run
@@ -69,17 +70,29 @@ MASK_CALLS = {
 """The canonical calls of the mask helpers on the probe configuration (tokens with padding; size 3)."""
 
 
-def works_sequence_first(binding, module_name, roles, bindings, convention, problem, note):
-    """Try ``binding`` laid out sequence first (torch's default): None, with ``note`` added, when it then works
-    under the canonical call; else its layout and builder as before and ``problem`` unchanged."""
-    binding.layout = SEQUENCE_FIRST
+def works_in_layout(binding, layout, module_name, roles, bindings, convention, problem, note):
+    """Try ``binding`` in ``layout`` (:data:`SEQUENCE_FIRST`, :data:`UNBATCHED`): None, with ``note`` added, when it
+    then works under the canonical call; else its layout and builder as before and ``problem`` unchanged."""
+    before, binding.layout = binding.layout, layout
     roles[binding.role] = role_builder(binding, bindings, convention)
     if behaves(Implementation(module_name, roles), binding.role) is None:
         binding.notes.append(note)
         return None
-    binding.layout = None
+    binding.layout = before
     roles[binding.role] = role_builder(binding, bindings, convention)
     return problem
+
+
+SHAPE_FAILURE = re.compile(r"shape|size|dimension|unpack|AssertionError|IndexError", re.IGNORECASE)
+"""What a block says when it is given tensors of another rank than it takes: a batch axis it has no room for."""
+
+
+def fails_on_shapes(problem):
+    """Whether a candidate's failure under the canonical call (``behaves``' text) is one of shapes."""
+    return bool(SHAPE_FAILURE.search(problem))
+
+
+UNBATCHED_NOTE = "(one sequence at a time, (length, d_model) without a batch axis{}: each sample called alone)"
 
 
 def behaves(implementation, role, cfg=PROBE):
