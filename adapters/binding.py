@@ -33,8 +33,8 @@ from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOT
                                 fails_on_shapes, helper_masks, hides_a_masked_key, learns_weights,
                                 masks_of_another_shape, target_shift, works_in_layout)
 from adapters.building import PROBE, Binding, builds, constructed_by_name
-from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, first_tensor, in_torch_style, plan_arguments,
-                                 positions_of, returns_table)
+from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, first_tensor, in_torch_style,
+                                 plan_arguments, positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
 from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_convention, infer_convention

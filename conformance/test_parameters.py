@@ -518,8 +518,8 @@ def unused_generator(m, cfg, called):
 @given(drawn=strategies.settings())
 def test_every_parameter_receives_gradient(impl, device, component, drawn):
     """Every learned parameter takes part in the computation: in train mode (dropout 0), the gradient of a random
-    projection of the output (and of the other tensors the block returns) reaches each parameter, finite, and not all zero for a weight matrix (§5: all weights
-    are trained). A vector may get an all-zero gradient: the key projection's bias has none (the softmax is
+    projection of the output (and of the other tensors the block returns) reaches each parameter, finite, and not
+    all zero for a weight matrix (§5: all weights are trained). A vector may get an all-zero gradient: the key projection's bias has none (the softmax is
     invariant to it), and an embedding only gets gradient in the rows of the tokens seen."""
     case = Case(impl, device=device, **drawn)
     case = case.with_lengths_at_least(2)
