@@ -198,7 +198,9 @@ batch axis (code trained sentence by sentence). Such a block is called once per 
 def per_sample(call, args):
     """``call(*args)`` made once per sample of the batch, each tensor argument given without its batch axis (one
     broadcast over the batch, a (1, Lq, Lk) mask, given its only row), and the outputs stacked on a new batch axis."""
-    batch = next(a.size(0) for a in args if isinstance(a, torch.Tensor) and a.dim() > 0)
+    batch = next((a.size(0) for a in args if isinstance(a, torch.Tensor) and a.dim() > 0), None)
+    if batch is None:  # (no batch to go through)
+        return call(*args)
     return stacked([call(*(sample_of(a, sample, batch) for a in args)) for sample in range(batch)])
 
 
