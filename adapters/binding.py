@@ -142,7 +142,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
     """One pass of :func:`discover`: each role in :data:`ROLE_ORDER` bound to its best working candidate, those
     named in ``prefer`` first."""
     found = candidates(namespace, modules)
-    used = used_in_the_code(found)
+    used = used_in_the_code(found, module_name, modules)
     overrides = overrides or {}
     bindings, roles, notes, taken = {}, {}, [], set()
     masks = overrides.get("masks", {})

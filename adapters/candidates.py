@@ -100,13 +100,19 @@ def ranked(role, found, taken, prefer=frozenset()):
                                          -t[0]))
 
 
-def used_in_the_code(found):
-    """The names of the candidates that another candidate of the code names in its source (a block building it, a
-    function making the model, a subclass), resolved in the namespace it was written in; None when no source can be
-    read (nothing then says what is dead code)."""
+def used_in_the_code(found, main, modules):
+    """The names of the candidates the code uses: those defined in the loaded module ``main`` (whose own top-level
+    code may build them), those another of the submission's ``modules`` imports, and those another candidate names in
+    its source (a block building it, a function making the model, a subclass); None when no source can be read
+    (nothing then says what is dead code)."""
     names = {id(obj): name for name, obj in found.items()}
     named = [names_in_source(obj, names) for obj in found.values()]
-    return set().union(*[n for n in named if n]) if any(n is not None for n in named) else None
+    if all(n is None for n in named):
+        return None
+    imported = {id(value) for m in modules - {main} if m in sys.modules for value in vars(sys.modules[m]).values()
+                if getattr(value, "__module__", m) != m}
+    return set().union(*[n for n in named if n]) | {
+        name for name, obj in found.items() if getattr(obj, "__module__", None) == main or id(obj) in imported}
 
 
 def names_in_source(obj, names):

@@ -105,7 +105,7 @@ def test_a_class_nothing_uses_loses_to_one_the_code_uses_under_the_same_name():
     exec(compile(LIVE_AND_OLD, "<live>", "exec"), scope)  # (no source to read: nothing is said dead)
     found = {"ScaledDotProductAttention": scope["ScaledDotProductAttention"], "legacy.ScaledDotProductAttention": old}
     options = [(1.0, name, obj) for name, obj in found.items()]
-    assert used_in_the_code(found) is None and without_dead_code(options, None) == options
+    assert used_in_the_code(found, "live", {"live"}) is None and without_dead_code(options, None) == options
     kept = without_dead_code(options, {"ScaledDotProductAttention"})
     assert [name for _, name, _ in kept] == ["ScaledDotProductAttention"]
     assert without_dead_code(options[1:], {"ScaledDotProductAttention"}) == options[1:]  # alone, it is kept
@@ -118,7 +118,7 @@ def test_the_classes_a_block_names_are_used_and_an_old_copy_is_not(tmp_path):
     loaded = load_code(tmp_path)
     modules = loaded.project_modules()
     found = candidates(loaded.namespace(modules), modules)
-    used = used_in_the_code(found)
+    used = used_in_the_code(found, loaded.module.__name__, modules)
     old = [name for name in found if name.startswith("old.")]
     assert old and not set(old) & used, (sorted(found), used)
     assert any(name.endswith("ScaledDotProductAttention") and name in used for name in found)
