@@ -155,8 +155,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             kept = without_dead_code(options, used)
             dropped = [name for _, name, _ in options if name not in {n for _, n, _ in kept}]
             if dropped:
-                notes.append(f"{role}: left aside {', '.join(dropped)}: nothing in the code uses it, and a class it "
-                             "uses is named as well for the role")
+                notes.append(f"{role}: left aside {', '.join(dropped)}: nothing in the code uses it, while the code "
+                             "uses a class named as well for the role")
             options = kept
         first_failure = partial = None
         for score, name, obj in options:
