@@ -11,7 +11,7 @@ import torch
 
 from adapters import alignment
 from adapters.building import PROBE, probe_build
-from adapters.call_plans import SEQUENCE_FIRST, argument_values, plan_arguments
+from adapters.call_plans import argument_values, plan_arguments
 from adapters.masks import (FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD_AXIS, base_convention,
                            describe_convention)
 from adapters.wrapping import role_builder
@@ -78,15 +78,15 @@ MASK_CALLS = {
 """The canonical calls of the mask helpers on the probe configuration (tokens with padding; size 3)."""
 
 
-def works_sequence_first(binding, module_name, roles, bindings, convention, problem, note):
-    """Try ``binding`` laid out sequence first (torch's default): None, with ``note`` added, when it then works
-    under the canonical call; else its layout and builder as before and ``problem`` unchanged."""
-    binding.layout = SEQUENCE_FIRST
+def works_in_layout(binding, layout, module_name, roles, bindings, convention, problem, note):
+    """Try ``binding`` in ``layout`` (:data:`SEQUENCE_FIRST`, :data:`UNBATCHED`): None, with ``note`` added, when it
+    then works under the canonical call; else its layout and builder as before and ``problem`` unchanged."""
+    before, binding.layout = binding.layout, layout
     roles[binding.role] = role_builder(binding, bindings, convention)
     if behaves(Implementation(module_name, roles), binding.role) is None:
         binding.notes.append(note)
         return None
-    binding.layout = None
+    binding.layout = before
     roles[binding.role] = role_builder(binding, bindings, convention)
     return problem
 
@@ -119,6 +119,18 @@ def works_memory_first(binding, module_name, roles, bindings, convention, proble
     binding.call = before
     roles[binding.role] = role_builder(binding, bindings, convention)
     return problem
+
+
+SHAPE_FAILURE = re.compile(r"shape|size|dimension|unpack|AssertionError|IndexError", re.IGNORECASE)
+"""What a block says when it is given tensors of another rank than it takes: a batch axis it has no room for."""
+
+
+def fails_on_shapes(problem):
+    """Whether a candidate's failure under the canonical call (``behaves``' text) is one of shapes."""
+    return bool(SHAPE_FAILURE.search(problem))
+
+
+UNBATCHED_NOTE = "(one sequence at a time, (length, d_model) without a batch axis{}: each sample called alone)"
 
 
 def behaves(implementation, role, cfg=PROBE, dtype=torch.float32):

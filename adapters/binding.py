@@ -29,16 +29,17 @@ import torch
 
 from adapters.assembly import (METHOD_ROLES, assembled_together, masks_as_the_model_passes_them, method_role,
                                parts_in_built_blocks)
-from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, behaves, embeds_token_ids, float32_only,
-                                helper_masks, hides_a_masked_key, learns_weights, masks_of_another_shape,
-                                target_shift, works_memory_first, works_sequence_first)
+from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, behaves, embeds_token_ids,
+                                fails_on_shapes, float32_only, helper_masks, hides_a_masked_key, learns_weights,
+                                masks_of_another_shape, target_shift, works_in_layout, works_memory_first)
 from adapters.building import PROBE, Binding, builds, constructed_by_name
-from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, first_tensor, in_torch_style, plan_arguments,
-                                 positions_of, returns_table)
-from adapters.candidates import ROLE_ORDER, candidates, ranked
+from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, first_tensor, in_torch_style,
+                                 plan_arguments, positions_of, returns_table)
+from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
 from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_convention, infer_convention
 from adapters.names import CANONICAL_CALLS
+from adapters.observe import without_batch_axis
 from adapters.wrapping import module_builder, role_builder
 from conformance.interface import Implementation
 
@@ -74,17 +75,18 @@ class Discovery:
         return len(self.bindings) - len(self.broken)
 
 
-def discover(namespace, module_name, overrides=None, modules=None):
+def discover(namespace, module_name, overrides=None, modules=None, observed=None):
     """Bind every role found in ``namespace`` (a submission's module dict); see the module docstring. Where several
-    classes could play a role, the one the bound blocks assemble wins (:func:`assembled_together`)."""
+    classes could play a role, the one the bound blocks assemble wins (:func:`assembled_together`); ``observed``: what
+    the author's own run showed (:class:`adapters.observe.Observation`), or None."""
     modules = modules or {module_name}
-    found, tried = bind_roles(namespace, module_name, overrides, modules), [set()]
+    found, tried = bind_roles(namespace, module_name, overrides, modules, observed=observed), [set()]
     for _ in range(ASSEMBLY_PASSES):
         prefer = assembled_together(found.bindings, candidates(namespace, modules))
         if prefer in tried:
             break
         tried.append(prefer)
-        found = bind_roles(namespace, module_name, overrides, modules, frozenset(prefer))
+        found = bind_roles(namespace, module_name, overrides, modules, frozenset(prefer), observed)
     for role, binding in found.bindings.items():
         problem = float32_only(Implementation(module_name, found.roles), role) if binding.works else None
         if problem is not None:  # (the author computes in float32: so is the role checked, with float32's tolerances)
@@ -107,6 +109,21 @@ def best_failure(kept, failure, score):
     return kept if kept is not None and kept[2] >= score else (*failure, score)
 
 
+ONE_SEQUENCE_ROLES = LAID_OUT + ("embedding", "positional_encoding")
+"""The roles whose blocks take sequences, which code trained sentence by sentence gives one at a time."""
+
+
+def takes_one_sequence(binding, role, problem, bindings, observed):
+    """Whether a candidate that fails under the canonical call is to be tried one sample at a time, without a batch
+    axis (:data:`UNBATCHED`): the author's own run calls it so, or it fails on shapes and its role mixes positions
+    (a lookup or a table says nothing by itself: it is tried so where the blocks already bound take one sequence)."""
+    if role not in ONE_SEQUENCE_ROLES or binding.layout is not None:
+        return False
+    if without_batch_axis(observed, binding.target):
+        return True
+    return fails_on_shapes(problem) and (role in LAID_OUT or any(b.layout == UNBATCHED for b in bindings.values()))
+
+
 def whole_masks(binding, module_name, roles, bindings, convention, problem):
     """``problem``, or None once the block works with whole masks where its parameter names (``enc_padding_mask``)
     had them planned in torch's two parts (the code's own convention, as a tutorial's ``padding_mask`` is)."""
@@ -127,10 +144,11 @@ def whole_masks(binding, module_name, roles, bindings, convention, problem):
     return problem
 
 
-def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
+def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), observed=None):
     """One pass of :func:`discover`: each role in :data:`ROLE_ORDER` bound to its best working candidate, those
     named in ``prefer`` first."""
     found = candidates(namespace, modules)
+    used = used_in_the_code(found, module_name, modules)
     overrides = overrides or {}
     bindings, roles, notes, taken = {}, {}, [], set()
     masks = overrides.get("masks", {})
@@ -139,8 +157,17 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
     for role in ROLE_ORDER:
         forced = overrides.get("roles", {}).get(role)
         options = [(1.0, forced, namespace[forced])] if forced in namespace else ranked(role, found, taken, prefer)
+        if role != "model" and not forced:  # (every model is the top of its tree: nothing uses it)
+            kept = without_dead_code(options, used)
+            dropped = [name for _, name, _ in options if name not in {n for _, n, _ in kept}]
+            if dropped:
+                notes.append(f"{role}: left aside {', '.join(dropped)}: nothing in the code uses it, while the code "
+                             "uses a class named as well for the role")
+            options = kept
         first_failure = partial = None
         for score, name, obj in options:
+            if role == "model" and first_failure is not None and score < first_failure[2]:
+                break  # the model its name says fails: missing, never replaced by a class named less like one
             binding = Binding(role, name, obj, masks=helper_masks(role, bindings, convention))
             try:
                 if builds_a_module(role, obj):
@@ -155,14 +182,18 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                 continue
             problem = behaves(Implementation(module_name, roles), role)
             if problem is not None and role in LAID_OUT:  # written for (sequence, batch, d_model) tensors?
-                problem = works_sequence_first(binding, module_name, roles, bindings, convention, problem,
-                                               "(sequence, batch, d_model) tensors, as torch's default layout")
+                problem = works_in_layout(binding, SEQUENCE_FIRST, module_name, roles, bindings, convention, problem,
+                                          "(sequence, batch, d_model) tensors, as torch's default layout")
+            if problem is not None and takes_one_sequence(binding, role, problem, bindings, observed):
+                problem = works_in_layout(binding, UNBATCHED, module_name, roles, bindings, convention, problem,
+                                          UNBATCHED_NOTE.format(", as the author's own run calls it" if
+                                                                without_batch_axis(observed, obj) else ""))
             if problem is not None and role in ("decoder_layer", "decoder"):  # the encoder's states first?
                 problem = works_memory_first(binding, module_name, roles, bindings, convention, problem)
             if problem is not None and role == "padding_mask" \
                     and any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # (length, batch) tokens?
-                problem = works_sequence_first(binding, module_name, roles, bindings, convention, problem,
-                                               "(called with (length, batch) token ids, as the rest of the code)")
+                problem = works_in_layout(binding, SEQUENCE_FIRST, module_name, roles, bindings, convention, problem,
+                                          "(called with (length, batch) token ids, as the rest of the code)")
             if problem is not None and role in MASKED \
                     and masks_of_another_shape(binding, module_name, roles, bindings, convention):
                 problem = None  # its masks of another shape
@@ -242,7 +273,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
             found_method = method_role(role, bindings[owner], bindings, convention, module_name, roles)
             if found_method is not None:
                 bindings[role], roles[role] = found_method
-    if "positional_encoding" in bindings and bindings["positional_encoding"].works:
+    if "positional_encoding" in bindings and bindings["positional_encoding"].works \
+            and bindings["positional_encoding"].layout != UNBATCHED:  # (a table alone: read on a batch)
         table = Implementation(module_name, roles).build("positional_encoding", PROBE).eval()
         x = torch.zeros(2, 5, PROBE.d_model)
         given = positions_of(x) if table.tokens_for_positions else x
@@ -258,6 +290,11 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
                                        "target position, its outputs read at the positions that read the target's "
                                        "tokens)")
         roles["model"] = module_builder(bindings["model"], bindings, convention)
+    if any(b.layout == UNBATCHED for b in bindings.values()):  # the lookups and positions, one sequence at a time too
+        for role in ("embedding", "positional_encoding"):
+            if role in bindings and bindings[role].layout is None and bindings[role].works:
+                works_in_layout(bindings[role], UNBATCHED, module_name, roles, bindings, convention, "",
+                                UNBATCHED_NOTE.format(", as the rest of the code"))
     if any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # the lookups and positions the model feeds
         for role in ("embedding", "positional_encoding"):               # are called in the model's layout
             if role in bindings and bindings[role].layout is None:
@@ -280,11 +317,11 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
         inferred = infer_convention(bindings[helper].target, helper)
         if inferred and inferred != convention:
             return bind_roles(namespace, module_name, {**overrides, "masks": {**masks, "convention": inferred}},
-                              modules, prefer)
+                              modules, prefer, observed)
     if helper is None and "convention" not in masks and "multi_head_attention" in bindings \
             and hides_a_masked_key(Implementation(module_name, roles)) is False:  # no helper: read by behaviour
         other = bind_roles(namespace, module_name, {**overrides, "masks": {**masks, "convention": "blocked"}},
-                           modules, prefer)
+                           modules, prefer, observed)
         if hides_a_masked_key(Implementation(module_name, other.roles)):
             other.notes.append("masks: read as True = blocked, the way the attention hides a masked key (no mask "
                                "helper says so)")
@@ -309,7 +346,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset()):
         base = base_convention(convention)
         for shape in ("head_axis", "key_vectors"):
             other = bind_roles(namespace, module_name, {**overrides, "masks": {
-                **masks, "convention": base, shape: True}}, modules, prefer)
+                **masks, "convention": base, shape: True}}, modules, prefer, observed)
             if other.working > found.working:
                 found = other
     return found

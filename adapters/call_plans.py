@@ -200,6 +200,33 @@ SEQUENCE_FIRST = "sequence first"
 SEQUENCES = ("x", "query", "key", "value", "memory", "tokens", "src", "tgt")
 
 
+UNBATCHED = "one sample at a time"
+"""The layout of code written for one sequence at a time: (length, d_model) matrices and (length,) token ids, no
+batch axis (code trained sentence by sentence). Such a block is called once per sample of the canonical batch."""
+
+
+def per_sample(call, args):
+    """``call(*args)`` made once per sample of the batch, each tensor argument given without its batch axis (one
+    broadcast over the batch, a (1, Lq, Lk) mask, given its only row), and the outputs stacked on a new batch axis."""
+    batch = next((a.size(0) for a in args if isinstance(a, torch.Tensor) and a.dim() > 0), None)
+    if batch is None:  # (no batch to go through)
+        return call(*args)
+    return stacked([call(*(sample_of(a, sample, batch) for a in args)) for sample in range(batch)])
+
+
+def sample_of(value, sample, batch):
+    """Sample ``sample`` of a batch-first tensor ``value``, its batch axis dropped; anything else as it is."""
+    if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.size(0) not in (batch, 1):
+        return value
+    return value[sample if value.size(0) == batch else 0]
+
+
+def stacked(outputs):
+    """The per-sample outputs of a block called one sample at a time (their first tensors) as one batch."""
+    outputs = [first_tensor(out) for out in outputs]
+    return torch.stack(outputs) if all(isinstance(out, torch.Tensor) for out in outputs) else outputs[0]
+
+
 def in_layout(named, layout):
     """The canonical (batch-first) inputs ``named`` in the code's ``layout``."""
     if layout != SEQUENCE_FIRST:

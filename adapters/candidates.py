@@ -4,11 +4,14 @@ By name first (the synonym families of :mod:`adapters.names`, fuzzily, or a word
 candidate does where its name says nothing: a LayerNorm, an embedding, a positional encoding found by behaviour on
 the probe configuration (:data:`SIGNATURES`), a function that makes a causal mask, a class taking two vocabularies.
 """
+import ast
 import contextlib
 import functools
 import inspect
 import io
 import re
+import sys
+import textwrap
 
 import torch
 import torch.nn as nn
@@ -51,8 +54,22 @@ def accepts(role, obj):
     if role == "attention":
         return True
     if role == "model":
-        return True
+        return not inspect.isclass(obj) or takes_two_sequences(obj)
     return inspect.isclass(obj)
+
+
+def takes_two_sequences(cls):
+    """Whether a module class can be a whole model: its forward takes two inputs (the source and the target, §3), or
+    it has ``encode`` and ``decode`` methods. A block taking one input (an embedding block: token lookup and
+    positions) never is, whatever its name."""
+    if callable(getattr(cls, "encode", None)) and callable(getattr(cls, "decode", None)):
+        return True
+    try:
+        parameters = list(inspect.signature(cls.forward).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return True  # (nothing to read: its behaviour says)
+    return any(p.kind == p.VAR_POSITIONAL for p in parameters) or sum(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters) >= 2
 
 
 def ranked(role, found, taken, prefer=frozenset()):
@@ -81,6 +98,59 @@ def ranked(role, found, taken, prefer=frozenset()):
             scored.append((score, name, obj))
     return sorted(scored, key=lambda t: (t[1] not in prefer, not (role == "model" and inspect.isfunction(t[2])),
                                          -t[0]))
+
+
+def used_in_the_code(found, main, modules):
+    """The names of the candidates the code uses: those defined in the loaded module ``main`` (whose own top-level
+    code may build them), those another of the submission's ``modules`` imports, and those another candidate names in
+    its source (a block building it, a function making the model, a subclass); None when no source can be read
+    (nothing then says what is dead code)."""
+    names = {id(obj): name for name, obj in found.items()}
+    named = [names_in_source(obj, names) for obj in found.values()]
+    if all(n is None for n in named):
+        return None
+    imported = {id(value) for m in modules - {main} if m in sys.modules for value in vars(sys.modules[m]).values()
+                if getattr(value, "__module__", m) != m}
+    return set().union(*[n for n in named if n]) | {
+        name for name, obj in found.items() if getattr(obj, "__module__", None) == main or id(obj) in imported}
+
+
+def names_in_source(obj, names):
+    """The candidates (``names``: id -> candidate name) that ``obj``'s source names, resolved in its module's
+    globals (``MultiHeadAttention``, ``layers.MultiHeadAttention``); None when its source cannot be read."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    module = sys.modules.get(getattr(obj, "__module__", None))
+    scope = vars(module) if module is not None else getattr(obj, "__globals__", {})
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            target = resolved(node, scope)
+            if id(target) in names and target is not obj:
+                found.add(names[id(target)])
+    return found
+
+
+def resolved(node, scope):
+    """The object a name or a dotted name of some source denotes in ``scope``, or None."""
+    if isinstance(node, ast.Name):
+        return scope.get(node.id)
+    if isinstance(node, ast.Attribute):
+        return getattr(resolved(node.value, scope), node.attr, None)
+    return None
+
+
+def without_dead_code(options, used):
+    """``options`` (ranked candidates of a role) less the classes nothing in the code uses (``used``, from
+    :func:`used_in_the_code`) where a class it uses is named at least as well for the role: a class nothing uses
+    loses to one that is used (an old version kept beside the one the model builds)."""
+    if used is None:
+        return options
+    scores = [score for score, name, obj in options if inspect.isclass(obj) and name in used]
+    return [(score, name, obj) for score, name, obj in options
+            if not inspect.isclass(obj) or name in used or not any(s >= score for s in scores)]
 
 
 WORD_SCORE = 0.8

@@ -337,3 +337,14 @@ def describe_knobs(knobs):
     names = sorted({f"{name} ({canonical})" for _, name, canonical in knobs if canonical != "pad_idx"})
     return (f"the code takes its sizes from globals it sets itself, not from its constructors: {', '.join(names)}; "
             "the checker sets them to its own before building, as the author's configuration does")
+
+
+def without_batch_axis(observation, cls):
+    """Whether the author's own run called ``cls`` with one sequence and no batch axis: its first tensor argument
+    (length,) token ids or a (length, d_model) matrix (code trained sentence by sentence)."""
+    call = getattr(observation, "calls", {}).get(getattr(cls, "__name__", None))
+    tensors = [a for a in (call.args if call else ()) if isinstance(a, tuple) and a[:1] == ("tensor",)]
+    if not tensors:
+        return False
+    _, shape, dtype = tensors[0]
+    return len(shape) == (2 if dtype.startswith(("float", "bfloat")) else 1)

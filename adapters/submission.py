@@ -84,7 +84,7 @@ def load_from_path(path):
     if knobs:
         notes.append(describe_knobs(knobs))
         set_size_globals(knobs, PROBE)
-    found = discover(namespace, loaded.module.__name__, overrides, modules)
+    found = discover(namespace, loaded.module.__name__, overrides, modules, observation)
     for builder in found.roles.values() if knobs else ():  # the sizes reach the code through its globals
         if isinstance(getattr(builder, "hyperparameters", None), set):
             builder.hyperparameters |= {"src_vocab" if f == "vocab_size" else f for _, _, f in knobs} - {
@@ -111,7 +111,7 @@ def load_from_path(path):
                           locate=loaded.position, read=read_code(loaded, trees, names, namespace), grafts=found.grafts,
                           unbound=loaded.unbound, broken=found.broken, size_knobs=knobs, observed=observation,
                           repair=repairer(path, loaded, trees, lambda new: discover(
-                              new, loaded.module.__name__, overrides, modules).roles))
+                              new, loaded.module.__name__, overrides, modules, observation).roles))
 
 
 def repairer(path, loaded, trees, roles_in):

@@ -16,9 +16,10 @@ import torch.nn as nn
 
 from adapters import alignment, recipes
 from adapters.building import PROBE, build_from_plan, probe_build
-from adapters.call_plans import (SEQUENCE_FIRST, adapt_arguments, argument_values, first_tensor,
-                                 forward_parameters, from_layout, in_layout, in_torch_style, inputs_not_accepted, plan_arguments, positions_of,
-                                 name_words, returns_table, setup_call)
+from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, argument_values, first_tensor,
+                                 forward_parameters, from_layout, in_layout, in_torch_style, inputs_not_accepted,
+                                 name_words, per_sample, plan_arguments, positions_of, returns_table, setup_call,
+                                 stacked)
 from adapters.construction import causal_flag, constructed_with, hyperparameters_fed
 from adapters.lint import self_attributes
 from adapters.masks import FULL_SHAPE, from_convention, full_masks
@@ -49,6 +50,12 @@ class Adapted(Transparent):
         self.setup, self.setup_arguments = setup_call(inner, role, {c for _, c in self.arguments})
 
     def forward(self, *args):
+        if self.layout == UNBATCHED:
+            return per_sample(self.called, args)
+        return self.called(*args)
+
+    def called(self, *args):
+        """The block's output for the canonical inputs ``args`` (one sample's, for code without a batch axis)."""
         named = dict(zip(CANONICAL_CALLS[self.role], args))
         named = in_layout(full_masks(named) if (self.convention or "").endswith(FULL_SHAPE) else named, self.layout)
         if self.setup:  # state the forward reads, set first as the author's own code does (init_keys(key))
@@ -147,7 +154,21 @@ class AdaptedModel(Transparent):
 
     def called(self, src, tgt, src_mask, tgt_mask, length=None):
         """The decoder output of the author's call (``length``: how many target positions its decoder reads,
-        where that is not ``tgt``'s)."""
+        where that is not ``tgt``'s); for code without a batch axis, one sample at a time."""
+        if self.layout != UNBATCHED:
+            return self.called_once(src, tgt, src_mask, tgt_mask, length)
+        raw = []
+
+        def one_sample(*inputs):
+            out = self.called_once(*inputs, length)
+            raw.append(self.raw_output)
+            return out
+        out = per_sample(one_sample, (src, tgt, src_mask, tgt_mask))
+        self.raw_output = stacked(raw)
+        return out
+
+    def called_once(self, src, tgt, src_mask, tgt_mask, length=None):
+        """:meth:`called` on inputs in the code's layout (a sample's, for code without a batch axis)."""
         named = in_layout({"src": src, "tgt": tgt, "src_mask": src_mask, "tgt_mask": tgt_mask}, self.layout)
         wanted = (*named["tgt"].shape[:2], self.d_model)
         if length is not None:

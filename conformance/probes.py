@@ -165,6 +165,20 @@ class SoftmaxWatch(TorchFunctionMode):
         return out
 
 
+def gathered(calls, batch, heads):
+    """The last of the softmax ``calls``; where each is one head's (Lq, Lk) scores of one sample (code without a batch
+    axis called one sample at a time, its heads in a loop), the last ``batch`` x ``heads`` of them gathered in that
+    order as one call over (batch, heads, Lq, Lk) scores."""
+    last = calls[-1]
+    recent = calls[-batch * heads:]
+    if last.scores.dim() != 2 or len(recent) < batch * heads or any(
+            c.scores.shape != last.scores.shape or c.dim != last.dim for c in recent):
+        return last
+    shape = (batch, heads, *last.scores.shape)
+    return SoftmaxCall(torch.stack([c.scores for c in recent]).reshape(shape), last.dim + 2,
+                       torch.stack([c.weights for c in recent]).reshape(shape))
+
+
 def sdpa_scale(call):
     """The scale a recorded scaled_dot_product_attention call applies: its ``scale`` or 1/sqrt(E)."""
     scale = call.kwargs.get("scale")

@@ -12,7 +12,7 @@ from adapters.building import is_graft
 from conformance import strategies
 from conformance.harness import (PAD, Case, canonical_inputs, difference, inputs_not_accepted, output_tensor,
                                  unfed_mask_parameters)
-from conformance.probes import AttentionRecorder
+from conformance.probes import AttentionRecorder, gathered
 from conformance.verdicts import Deviation, Failure, Missing
 
 PADDED_ROLES = ("attention", "multi_head_attention", "encoder_layer", "encoder", "decoder_layer", "decoder", "model")
@@ -259,14 +259,14 @@ def require_mask_parameter(module, component, requirement, observed, mask=None):
 def recorded_weights(recorder, case, component):
     """The last softmax over (Lq, Lk) scores as (batch, heads, Lq, Lk) weights and scores; None when torch's fused
     scaled_dot_product_attention ran instead (it computes no separate softmax)."""
-    calls = [c for c in recorder.softmaxes if c.weights.dim() >= 3
+    calls = [c for c in recorder.softmaxes if c.weights.dim() >= 2
              and tuple(c.weights.shape[-2:]) == (case.tgt_len, case.src_len)]
     if not calls:
         if recorder.sdpa_calls:
             return None
         raise Missing(f"{component}.softmax_not_observed", "a softmax over the attention scores (§3.2.1)",
                       f"no softmax over scores of shape (..., Lq={case.tgt_len}, Lk={case.src_len})")
-    call_ = calls[-1]
+    call_ = gathered(calls, case.batch, case.cfg.h)
     if call_.weights.numel() % (case.batch * case.tgt_len * case.src_len):
         raise Missing(f"{component}.weights_layout_unrecognised", "attention weights (batch, heads, Lq, Lk)",
                       f"a softmax output of shape {tuple(call_.weights.shape)}")

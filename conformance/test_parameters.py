@@ -412,13 +412,14 @@ def test_layers_do_not_share_weights(impl, device, component, drawn):
 
 
 def passed_between_layers(m, inputs, layers):
-    """``[(arguments, output)]`` of each call of ``layers`` in one forward pass of ``m`` on ``inputs``, in call order
-    (the tensor and tuple arguments; the output as returned), the stack's output, and the exception that ended the
-    pass, if any (then no output)."""
+    """``[(arguments, output, index of the layer)]`` of each call of ``layers`` in one forward pass of ``m`` on
+    ``inputs``, in call order (the tensor and tuple arguments; the output as returned), the stack's output, and the
+    exception that ended the pass, if any (then no output)."""
     calls, handles = [], []
 
-    def before(_, args, kwargs):
-        calls.append([[a for a in (*args, *kwargs.values()) if isinstance(a, (torch.Tensor, tuple))], None])
+    def before(layer, args, kwargs):
+        calls.append([[a for a in (*args, *kwargs.values()) if isinstance(a, (torch.Tensor, tuple))], None,
+                      next(i for i, known in enumerate(layers) if known is layer)])
 
     def after(*hook_args):
         calls[-1][1] = hook_args[-1]
@@ -452,7 +453,9 @@ def test_each_layer_receives_the_previous_output(impl, device, component, drawn)
     inputs = canonical_inputs(case, component)
     calls, output, crash = passed_between_layers(m, inputs, lists[0][1])
     requirement = f"layer k + 1 of the N={case.cfg.N} to take the output of layer k (§3.1)"
-    for (_, out), (received, _) in zip(calls, calls[1:]):
+    for (_, out, below), (received, _, index) in zip(calls, calls[1:]):
+        if index != below + 1:
+            continue  # (the first layer again: the stack called anew, once per sample for code without a batch axis)
         if isinstance(out, tuple) and any(a is out for a in received):
             raise Failure(f"{component}.tuple_passed_on", requirement,
                           f"a layer returned a tuple of {len(out)} and the stack handed the whole tuple to the next "
@@ -476,10 +479,13 @@ def test_each_layer_receives_the_previous_output(impl, device, component, drawn)
 
 
 def layer_calls(case, component, m):
-    """``{container name: [calls of each layer]}`` in one canonical forward pass."""
+    """``{container name: [calls of each layer]}`` in one forward pass of the author's block (of each of its passes,
+    where the canonical call makes one per sample: code without a batch axis)."""
     lists = layer_lists(m, case.cfg.N)
     counts = {name: [0] * len(layers) for name, layers in lists}
-    handles = []
+    passes = [0]
+    inner = getattr(m, "inner", None)
+    handles = [inner.register_forward_hook(lambda *_: passes.append(1))] if isinstance(inner, torch.nn.Module) else []
     for name, layers in lists:
         for i, layer in enumerate(layers):
             def hook(*_, name=name, i=i):
@@ -487,7 +493,14 @@ def layer_calls(case, component, m):
             handles.append(layer.register_forward_hook(hook))
     with hooked(handles), torch.no_grad():
         m(*canonical_inputs(case, component))
-    return counts
+    return {name: [count // max(sum(passes), 1) for count in layer_counts] for name, layer_counts in counts.items()}
+
+
+def also_returned(output):
+    """The floating tensors a block returns after its output (a stack's keys and values for the decoder, attention
+    weights): their parameters take part in what the block computes too."""
+    items = list(output) if isinstance(output, (tuple, list)) else []
+    return [t for t in items[1:] if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
 def unmasked(inputs):
@@ -514,21 +527,25 @@ def unused_generator(m, cfg, called):
 @given(drawn=strategies.settings())
 def test_every_parameter_receives_gradient(impl, device, component, drawn):
     """Every learned parameter takes part in the computation: in train mode (dropout 0), the gradient of a random
-    projection of the output reaches each parameter, finite, and not all zero for a weight matrix (§5: all weights
-    are trained). A vector may get an all-zero gradient: the key projection's bias has none (the softmax is
+    projection of the output (and of the other tensors the block returns) reaches each parameter, finite, and not
+    all zero for a weight matrix (§5: all weights are trained). A vector may get an all-zero gradient: the key projection's bias has none (the softmax is
     invariant to it), and an embedding only gets gradient in the rows of the tokens seen."""
     case = Case(impl, device=device, **drawn)
     case = case.with_lengths_at_least(2)
     m = case.build(component, train=True)
-    called = set()
+    called, returned = set(), []
     handles = [x.register_forward_hook(lambda mod, *_: called.add(id(mod))) for x in m.modules()]
+    if isinstance(getattr(m, "inner", None), torch.nn.Module):  # what the author's block returns besides its output
+        handles.append(m.inner.register_forward_hook(lambda mod, args, output: returned.extend(also_returned(output))))
     try:
         out = output_tensor(m(*unmasked(canonical_inputs(case, component))), component)
     finally:
         for h in handles:
             h.remove()
-    if out.requires_grad:
-        (out * torch.randn(out.shape, generator=case.generator, dtype=torch.float64).to(out)).sum().backward()
+    projected = [(t * torch.randn(t.shape, generator=case.generator, dtype=torch.float64).to(t)).sum()
+                 for t in [out, *returned] if t.requires_grad]
+    if projected:
+        sum(projected).backward()
     exempt = unused_generator(m, case.cfg, called) if component == "model" else set()
     none, zero, bad = [], [], []
     for name, p in m.named_parameters():

@@ -12,8 +12,8 @@ from hypothesis import given
 
 from conformance import strategies
 from conformance.harness import Case, canonical_inputs, inputs_not_accepted, output_tensor, role_instances
-from conformance.probes import (AttentionRecorder, SoftmaxCall, constant_ratio, sdpa_scale, set_identity_projections,
-                                split_heads)
+from conformance.probes import (AttentionRecorder, SoftmaxCall, constant_ratio, gathered, sdpa_scale,
+                                set_identity_projections, split_heads)
 from conformance.verdicts import Failure, Missing
 
 ATTENTION_ROLES = ("attention", "multi_head_attention")
@@ -83,7 +83,7 @@ def attention_softmax(recorder, case, component):
     """The last softmax over attention scores; None when the implementation calls scaled_dot_product_attention."""
     calls = recorder.attention_softmaxes(case.tgt_len, case.src_len)
     if calls:
-        return one_head_at_a_time(calls, case) or calls[-1]
+        return one_head_at_a_time(calls, case) or gathered(calls, case.batch, case.cfg.h)
     if recorder.sdpa_calls:
         return None
     swapped = recorder.attention_softmaxes(case.src_len, case.tgt_len)
