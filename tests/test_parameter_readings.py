@@ -210,5 +210,5 @@ def test_a_pre_softmax_map_to_twice_d_model_words_is_no_fused_projection():
             self.out = nn.Linear(8, 16)
     m = Bare()
     assert projection_maps(m, cfg) == []
-    m.kv = nn.Linear(8, 16, bias=False)  # a real fused K/V map beside it is still one
-    assert projection_maps(m, cfg) == [m.kv]
+    m.w_o = nn.Linear(8, 8, bias=False)  # a projection beside it is still one
+    assert projection_maps(m, cfg) == [m.w_o]
