@@ -207,3 +207,33 @@ def test_packed_projections_laid_out_head_by_head_are_measured(tmp_path, scale, 
     code, output, report = run_suite(f"--impl={path}", "-k", "scores_scaled and multi_head", tmp_path=tmp_path)
     found = [(c["verdict"], c["cause"]) for c in report["checks"] if c["component"] == "multi_head_attention"]
     assert found == [(verdict, "" if verdict == "pass" else "multi_head_attention.scale.d_k")], output
+
+
+EMBEDDING_WITH_POSITIONS = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn as nn
+
+
+    class Embeddings(nn.Module):
+        """Token vectors scaled by sqrt(d_model) plus learned position vectors."""
+        def __init__(self, vocab_size, d_model, max_len=64):
+            super().__init__()
+            self.tokens = nn.Embedding(vocab_size, d_model)
+            self.positions = nn.Embedding(max_len, d_model)
+            self.scale = math.sqrt(d_model)
+
+        def forward(self, tokens):
+            return self.tokens(tokens) * self.scale + self.positions(torch.arange(tokens.size(1)))
+''')
+
+
+@pytest.mark.parametrize("scale, verdict", [("math.sqrt(d_model)", "pass"), ("1.0", "fail")])
+def test_an_embedding_block_adding_its_positions_is_read_as_a_scaled_lookup(tmp_path, scale, verdict):
+    """The positions an embedding block adds itself depend on the position only: the lookup's scale is read from
+    two token draws at the same positions, so sqrt(d_model) passes and a missing scale still fails."""
+    path = tmp_path / "embeddings.py"
+    path.write_text(EMBEDDING_WITH_POSITIONS.replace("math.sqrt(d_model)", scale))
+    code, output, report = run_suite(f"--impl={path}", "-k", "embedding_scaled", tmp_path=tmp_path)
+    found = [c["verdict"] for c in report["checks"] if c["component"] == "embedding"]
+    assert found == [verdict], output
