@@ -144,8 +144,6 @@ CATALOGUE = (
       "could not tell how to give its masks: not a block without a mask"),
     E("adapter.graft_does_not_fit", "", "a reference block put in place of a broken one is called by the author's "
       "code in another way"),
-    E("adapter.stand_in_counted", "§3.1", "the block was built with the reference's block standing in for one of "
-      "the author's that does not work under the canonical call, so its parameter count is not the author's"),
     E("device.tensor_on_wrong_device", "", "a tensor is left on another device than the module's inputs"),
     E("grading.check_did_not_report", "", "a check left no verdict in the graded run (cut short or tampered with)"),
     E("grading.submission_process_ended", "", "the submission's process stopped answering the checks"),

@@ -455,9 +455,6 @@ MUTANTS += [
       "mean and variance taken over the sequence axis: each position is normalized with its sequence's statistics",
       (MEAN, MEAN.replace("dim=-1", "dim=1")), (VARIANCE, VARIANCE.replace("dim=-1", "dim=1")),
       cause="layer_norm.normalizes_over_wrong_axis"),
-    M("add_and_norm_residual_dropped", "in_place", "sublayer_connection",
-      "the add-and-norm block normalizes the sub-layer's output without adding the block's input",
-      (SUBLAYER_SUM, "residual_sum = self.dropout(sublayer(x))"), cause="sublayer_connection.norm_order.residual_missing"),
 ]
 BY_NAME = {m.name: m for m in MUTANTS}
 if len(BY_NAME) != len(MUTANTS):

@@ -97,14 +97,6 @@ TERSE = Style(
     },
     parameters={"d_model": "dim", "h": "n_heads", "d_ff": "hidden", "dropout": "p", "vocab_size": "n_tokens",
                 "src_vocab": "n_src", "tgt_vocab": "n_tgt", "N": "depth", "memory": "enc"},
-    known_gaps={
-        "pe_sliced_by_batch": "a positional encoding that crashes, named Pos and built into an nn.Sequential (no "
-                              "attribute name either): neither its name nor its behaviour says what it is",
-        "decoder_masks_swapped": "the stack is found in the model and its crash reported, but the cause behind it "
-                                 "is not named for a stack found by where the model builds it",
-        "encoder_layer_tuple_passed_on": "the stack is found in the model and its crash reported, but the cause "
-                                         "behind it is not named for a stack found by where the model builds it",
-    },
 )
 
 STYLES = {s.name: s for s in (ANNOTATED, BLOCKS, TERSE)}
