@@ -293,7 +293,8 @@ def test_correct_code_in_every_style_grades_full_marks(tmp_path):
     correct = [name for name in studies.STUDIES if studies.is_correct(name)]
     assert correct, "no correct style study"
     scores = graded_scores(correct, folder, tmp_path)
-    assert all(status == "graded" and score == 100 for status, score in scores.values()), scores
+    assert all(status == "graded" and score == 100 for status, score in scores.values()), {
+        name: found for name, found in scores.items() if found != ("graded", 100)}
 
 
 def graded_scores(names, folder, tmp_path):

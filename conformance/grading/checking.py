@@ -158,8 +158,8 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_di
                                                   "finished (sys.exit, os._exit or a crash at import)")
     if checks is not None:
         apart = {c["nodeid"]: c for c in valid_report(read_json(judge_dir / "report.json")) or []}
-        for c in checks:
-            if c["nodeid"] in apart and apart[c["nodeid"]]["verdict"] != c["verdict"]:
+        for c in checks:  # (a check the judge could not settle, missing apart, claims nothing: its verdict stands)
+            if c["nodeid"] in apart and apart[c["nodeid"]]["verdict"] not in (c["verdict"], "missing"):
                 problems.append(f"{c['check']} of {c['component']} is {apart[c['nodeid']]['verdict']} judged apart "
                                 f"from the submission's code, but {c['verdict']} beside it")
         failing = any(c["verdict"] in ("fail", "error") for c in checks)  # what the exit status reflects
