@@ -103,6 +103,11 @@ class Case:
         """Token ids in [1, vocab): 0 is the padding id."""
         return torch.randint(1, vocab, (self.batch, length), generator=self.generator).to(self.device)
 
+    def other_tokens(self, tokens, vocab):
+        """``tokens`` with a different token in [1, vocab) at every position (vocab > 2)."""
+        shift = torch.randint(1, vocab - 1, tokens.shape, generator=self.generator).to(tokens.device)
+        return 1 + (tokens - 1 + shift) % (vocab - 1)
+
     def padding_mask(self, length):
         """A random padding mask ``(batch, 1, length)``: True = real token, at least one real token per row,
         and at least one padded position somewhere when length > 1."""

@@ -52,11 +52,7 @@ def changed(case, x, where, axis, vocab=None):
     shape = [1] * x.dim()
     shape[0], shape[axis] = where.size(0), where.size(1)
     select = where.reshape(shape).expand_as(x)
-    if vocab is not None:  # tokens: a different token in [1, vocab)
-        shift = torch.randint(1, vocab - 1, x.shape, generator=case.generator).to(x.device)
-        new = 1 + (x - 1 + shift) % (vocab - 1)
-    else:
-        new = case.randn(*x.shape) * 3
+    new = case.other_tokens(x, vocab) if vocab is not None else case.randn(*x.shape) * 3
     return torch.where(select, new, x)
 
 
