@@ -21,8 +21,8 @@ from adapters.construction import builds_a_module, constructor_plan_or_none
 from adapters.masks import to_convention
 from adapters.names import CANONICAL_CALLS, ROLE_NAMES, SUBMODULE_NAMES, name_score, normalize
 from adapters.wrapping import AdaptedModel, function_role
-from conformance.harness import PAD, Case, canonical_inputs
-from conformance.interface import FUNCTION_ROLES, Implementation
+from conformance.contract.harness import PAD, Case, canonical_inputs
+from conformance.contract.interface import FUNCTION_ROLES, Implementation
 
 METHOD_ROLES = {"padding_mask": "model", "subsequent_mask": "model"}
 """Function roles that code often writes as a method of the block that uses them, and that do not depend on the

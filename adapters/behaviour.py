@@ -16,9 +16,9 @@ from adapters.masks import (FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD
                            describe_convention)
 from adapters.wrapping import role_builder
 from adapters.names import CANONICAL_CALLS
-from conformance.harness import PAD, Case, canonical_inputs, expected_shape, run
-from conformance.interface import Implementation
-from conformance.verdicts import Missing
+from conformance.contract.harness import PAD, Case, canonical_inputs, expected_shape, run
+from conformance.contract.interface import Implementation
+from conformance.contract.verdicts import Missing
 
 TAKES_TOKEN_IDS = "Expected tensor for argument #1 'indices'"
 """What torch says when an embedding is given vectors: the block given them embeds token ids itself."""

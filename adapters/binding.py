@@ -1,4 +1,4 @@
-"""Bind roles: which class or function of someone's code plays each role of ``conformance.interface``
+"""Bind roles: which class or function of someone's code plays each role of ``conformance.contract.interface``
 (:func:`discover`), the last stage of discovery, which the stages below it serve.
 
 Three kinds of evidence, in order:
@@ -17,7 +17,7 @@ Three kinds of evidence, in order:
    a positional encoding), or by where the code uses it: the function a bound multi-head block calls, the class a
    bound block builds at an attribute named for the role (:func:`adapters.assembly.parts_in_built_blocks`).
 
-The result is an :class:`conformance.interface.Implementation` whose ``mapping`` says what was found and how,
+The result is an :class:`conformance.contract.interface.Implementation` whose ``mapping`` says what was found and how,
 and which an adapter file (``conformance.toml`` next to the code, see :func:`read_overrides`) can override.
 """
 import inspect
@@ -41,7 +41,7 @@ from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_con
 from adapters.names import CANONICAL_CALLS
 from adapters.observe import without_batch_axis
 from adapters.wrapping import module_builder, role_builder
-from conformance.interface import Implementation
+from conformance.contract.interface import Implementation
 
 FALLBACK_SCORE = 0.9
 """A candidate that does not work under the canonical call is still bound (so its crash is reported and

@@ -21,8 +21,8 @@ from adapters import multipliers, projections
 from adapters.call_plans import MethodModule, call_plan, constant, first_tensor
 from adapters.masks import from_convention
 from adapters.names import CANONICAL_CALLS
-from conformance.harness import PAD
-from conformance.interface import FUNCTION_ROLES, Config, call_with_canonical_arguments
+from conformance.contract.harness import PAD
+from conformance.contract.interface import FUNCTION_ROLES, Config, call_with_canonical_arguments
 from reference.transformer import CONFORMANCE_ROLES as REFERENCE
 
 PROBE = Config(d_model=12, h=3, d_ff=24, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=13, max_len=16)

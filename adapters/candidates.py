@@ -22,8 +22,8 @@ from adapters.construction import constructor_plan_or_none
 from adapters.masks import infer_convention
 from adapters.names import (ROLE_NAMES, ROLE_WORDS, argument_role, name_score, names_another_role_exactly,
                             names_the_role, normalize)
-from conformance.interface import FUNCTION_ROLES
-from conformance.probes import ignores_input_scale
+from conformance.contract.interface import FUNCTION_ROLES
+from conformance.contract.probes import ignores_input_scale
 
 
 def candidates(namespace, modules):

@@ -175,7 +175,7 @@ def tied_to_the_width(parameters, plan):
 SIZES = ("d_model", "d_ff", "vocab_size", "src_vocab", "tgt_vocab", "max_len", "N")
 UNUSED_SIZES = {"positional_encoding": ("d_ff", "vocab_size"), "layer_norm": ("d_ff", "vocab_size", "max_len"),
                 "multi_head_attention": ("d_ff", "vocab_size", "max_len"), "feed_forward": ("vocab_size", "max_len")}
-"""Sizes a role's contract does not give it (``conformance.interface``): an argument named for one is learned."""
+"""Sizes a role's contract does not give it (``conformance.contract.interface``): an argument named for one is learned."""
 PROBE_SIZES = (30, 42, 54, 66, 78, 90, 102, 114)
 """Values no canonical size of :data:`PROBE` takes, each even and a multiple of its head count (a width is split
 into heads, a sinusoid table into pairs): a constructor argument built with one is found by it."""

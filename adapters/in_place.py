@@ -20,7 +20,7 @@ from adapters.building import PROBE
 from adapters.call_plans import first_tensor
 
 ROLES = ("layer_norm", "multi_head_attention", "sublayer_connection")
-"""The roles whose instances inside the author's model are checked in place (``conformance.test_in_place``)."""
+"""The roles whose instances inside the author's model are checked in place (``conformance.checks.test_in_place``)."""
 
 
 def kept(value):

@@ -6,7 +6,7 @@ two parts, turned into sequence lengths, and the convention of the code's own ma
 """
 import torch
 
-from conformance.verdicts import Missing
+from conformance.contract.verdicts import Missing
 
 LENGTHS = "lengths"
 """The part of a canonical mask given to a parameter that takes padding as sequence lengths (``src_lengths``)."""

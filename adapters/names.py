@@ -1,6 +1,6 @@
 """The words code uses for what it builds: the vocabulary every later stage reads names with.
 
-Families of synonyms for each role of ``conformance.interface`` (class and function names: ``MultiHeadAttentionBlock``,
+Families of synonyms for each role of ``conformance.contract.interface`` (class and function names: ``MultiHeadAttentionBlock``,
 ``MultiHeadedAttention``, ... for ``multi_head_attention``), for the canonical hyperparameters a constructor argument
 stands for (``embed_dim``, ``features``, ``hidden`` -> ``d_model``; ``n_head``, ``num_heads`` -> ``h``), for the
 sub-blocks a constructor receives or builds at an attribute, and for the canonical inputs of each role's call; with

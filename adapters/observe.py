@@ -19,7 +19,7 @@ never run to its end.
 What the checker takes from it (:func:`size_knobs`): where the author's classes take no size at all and read
 them from globals (set by the main block it ran) or from a constants module (``D_MODEL = 512``, ``n_heads = 8``),
 those globals are the author's way of configuring a block, and the checker sets them to its own configuration
-before it builds one (``conformance.interface.set_size_globals``), rather than build at one width and feed another.
+before it builds one (``conformance.contract.interface.set_size_globals``), rather than build at one width and feed another.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ DEMO_SCRIPTS = ("demo", "demos", "example", "examples", "sample", "quickstart", 
 (``train.py``) may write checkpoints or fetch data before its model's first forward pass."""
 
 SIZE_FIELDS = ("d_model", "h", "d_ff", "N", "vocab_size", "src_vocab", "tgt_vocab", "max_len", "dropout")
-"""The fields of ``conformance.interface.Config`` an author's globals can set."""
+"""The fields of ``conformance.contract.interface.Config`` an author's globals can set."""
 
 
 class Observed(BaseException):
@@ -286,7 +286,7 @@ def size_knobs(namespace, modules, module_classes):
     block when observed, and those of its other modules, a copy ``from constants import D_MODEL`` included) whose
     names are those of the canonical sizes (``D_MODEL``, ``n_heads``, ``N_LAYERS``, ``SRC_VOCAB_SIZE``, ``DROPOUT``
     ...); a width must be among them. Setting them before a block is built is how its author configures it: the
-    checker does the same (``conformance.interface.set_size_globals``), instead of feeding a constructor that takes
+    checker does the same (``conformance.contract.interface.set_size_globals``), instead of feeding a constructor that takes
     nothing."""
     for cls in module_classes:
         try:

@@ -1,5 +1,5 @@
 """How a role was built and called, as plain Python that needs only torch and the author's own code: the body of a
-standalone reproduction script (``conformance.harness.Case.reproduction``).
+standalone reproduction script (``conformance.contract.harness.Case.reproduction``).
 
 The recipe constructs the author's class with the literal hyperparameters the checker gave it (its sub-blocks
 built the same way), and calls it as the checker calls it (the canonical inputs by the forward's own argument

@@ -1,4 +1,4 @@
-"""A submission turned into an :class:`~conformance.interface.Implementation`, the one downward pipeline the checks
+"""A submission turned into an :class:`~conformance.contract.interface.Implementation`, the one downward pipeline the checks
 consume: load the code as its author runs it (``adapters.cells``, ``adapters.loading``), observe its author's own
 runs (``adapters.observe``), discover its roles by name and behaviour (``adapters.binding`` and the stages below
 it), read it for mistakes no call shows (``adapters.calls``, ``adapters.lint``), and keep a way to repair what
@@ -17,8 +17,8 @@ from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
 from adapters.observe import describe_knobs, observe, size_knobs, with_pad_index
 from adapters.repairs import repaired_namespace
-from conformance.interface import Implementation, set_size_globals
-from conformance.verdicts import Unusable
+from conformance.contract.interface import Implementation, set_size_globals
+from conformance.contract.verdicts import Unusable
 from reference import transformer
 
 

@@ -1,6 +1,6 @@
 """``--impl=torch``: PyTorch's own modules (``nn.MultiheadAttention``, ``nn.LayerNorm``,
 ``nn.TransformerEncoderLayer`` / ``DecoderLayer``, the encoder and decoder stacks of ``nn.Transformer``,
-``F.scaled_dot_product_attention``) under the canonical calls of ``conformance.interface``.
+``F.scaled_dot_product_attention``) under the canonical calls of ``conformance.contract.interface``.
 
 The wrappers only translate conventions: torch's boolean masks mean True = *blocked*, padding is passed as a
 ``key_padding_mask`` of shape (batch, key_len), and per-sample attention masks are (batch * heads, Lq, Lk).

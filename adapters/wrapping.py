@@ -24,8 +24,8 @@ from adapters.construction import causal_flag, constructed_with, hyperparameters
 from adapters.lint import self_attributes
 from adapters.masks import FULL_SHAPE, from_convention, full_masks
 from adapters.names import CANONICAL_CALLS, normalize
-from conformance.harness import PAD
-from conformance.interface import FUNCTION_ROLES, Config
+from conformance.contract.harness import PAD
+from conformance.contract.interface import FUNCTION_ROLES, Config
 
 
 class Transparent(nn.Module):

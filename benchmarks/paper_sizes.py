@@ -12,7 +12,7 @@ PAPER_BASE = dict(d_model=512, h=8, d_ff=2048, N=6)
 
 
 def pytest_configure(config):
-    from conformance import strategies
+    from conformance.contract import strategies
     drawn_small = strategies.settings
 
     @st.composite

@@ -3,12 +3,12 @@ its JSON and markdown reports under DIR (``reports/`` by default).
 ``python -m conformance grade SUBMISSIONS_DIR [--out DIR]``: grade a class (``conformance.grading.runner``).
 ``python -m conformance check FILE``: a student's self-check, the feedback the grade will give
 (``conformance.grading.selfcheck``).
-``python -m conformance causes --markdown``: print the catalogue of causes (``conformance.causes``) as a markdown
+``python -m conformance causes --markdown``: print the catalogue of causes (``conformance.diagnosis.causes``) as a markdown
 table, as ``docs/causes.md`` holds it."""
 import argparse
 import sys
 
-from conformance import causes
+from conformance.diagnosis import causes
 from conformance.reports import report
 
 

@@ -25,10 +25,11 @@ from adapters.building import is_graft
 from adapters.lint import self_attributes
 from adapters.loading import MissingPackage
 from adapters.submission import ImplementationNotFound, load_implementation
-from conformance import causes, crashes, harness, verdicts
-from conformance.evidence import CheckCalls, author_runs_it, evidence, runs_at_the_papers_sizes
-from conformance.interface import FUNCTION_ROLES, IMPL_ENV_VAR, ROLES, MissingRole
-from conformance.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, Finding, summary_table
+from conformance.diagnosis import causes, crashes
+from conformance.contract import harness, verdicts
+from conformance.diagnosis.evidence import CheckCalls, author_runs_it, evidence, runs_at_the_papers_sizes
+from conformance.contract.interface import FUNCTION_ROLES, IMPL_ENV_VAR, ROLES, MissingRole
+from conformance.contract.verdicts import DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, Finding, summary_table
 
 FAMILIES = ("shapes", "masks", "embeddings", "positional_encoding", "softmax", "norm_order", "parameters",
             "layer_norm", "behaviour", "construction", "information_flow", "in_place")
@@ -185,7 +186,7 @@ def is_checker_code(filename):
 def classify(excinfo, component, locate=None, impl=None):
     """(verdict, cause, message) for an exception raised by a check; ``impl`` (the implementation) tells the
     crashes that are the checker's own doing (:func:`checker_fault`). Every verdict record's cause comes from here:
-    a cause ``conformance.causes`` does not list raises :class:`conformance.causes.UnlistedCause`, naming it (an
+    a cause ``conformance.diagnosis.causes`` does not list raises :class:`conformance.diagnosis.causes.UnlistedCause`, naming it (an
     internal error of the checker, not a verdict on the code)."""
     verdict, cause, message = diagnosis(excinfo, component, locate, impl)
     causes.require(cause)
@@ -393,7 +394,7 @@ def statement_at(filename, line):
 
 BEHIND = pytest.StashKey[tuple]()
 CALLS = pytest.StashKey[CheckCalls]()
-"""The calls the check made to its component's role (``conformance.evidence.CheckCalls``)."""
+"""The calls the check made to its component's role (``conformance.diagnosis.evidence.CheckCalls``)."""
 
 
 @pytest.hookimpl(wrapper=True)
@@ -413,12 +414,13 @@ def pytest_pyfunc_call(pyfuncitem):
 
 def with_evidence(item, impl, verdict, cause, message):
     """``(verdict, cause, message, evidence kind)`` of a record: a fail or error gets its evidence
-    (``conformance.evidence``), or, made on a call the author's own enclosing block never makes while that block
+    (``conformance.diagnosis.evidence``), or, made on a call the author's own enclosing block never makes while that block
     runs and calls the role otherwise, becomes missing (``adapter.call_not_as_author``); other verdicts get None."""
     if verdict not in (FAIL, ERROR):
         return verdict, cause, message, None
+    from conformance.checks.test_in_place import findings as in_place  # (a module of checks: loaded as they run)
     component = component_of(item)
-    found = evidence(impl, component, cause, item.stash.get(CALLS, None), verdict == ERROR)
+    found = evidence(impl, component, cause, item.stash.get(CALLS, None), verdict == ERROR, in_place)
     if found.not_as_author:
         return (MISSING, "adapter.call_not_as_author", f"{component} {'crashed' if verdict == ERROR else 'failed'} "
                 f"under a call its author never makes: {found.not_as_author} "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from conformance.interface import ROLES
+from conformance.contract.interface import ROLES
 from conformance.plugin import FAMILIES, evidence_tag, findings, findings_behind_errors, first_line
 
 

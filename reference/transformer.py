@@ -9,7 +9,7 @@ boolean and broadcasts to ``[B, Lq, Lk]``; True means the query may attend to th
 Each block keeps its intermediate values one method call away (``MultiHeadAttention.project`` and ``concat``,
 ``FeedForwardNetwork.hidden``, ``LayerNorm.normalize``, ``OutputLayer.logits``, ``Transformer.encode``), so a check
 can compare a step with the paper's equation. ``CONFORMANCE_ROLES`` (end of file) maps the checker's role names
-(``conformance.interface``) onto these blocks.
+(``conformance.contract.interface``) onto these blocks.
 """
 import math
 

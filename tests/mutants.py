@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 
 from conformance import plugin
-from conformance.interface import ROLES
+from conformance.contract.interface import ROLES
 from reference.transformer import CONFORMANCE_ROLES as ROLE_OBJECTS
 
 ROOT = Path(__file__).resolve().parents[1]

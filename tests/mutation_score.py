@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests import mutants as catalogue  # noqa: E402
-from conformance.verdicts import SEVERITY  # noqa: E402
+from conformance.contract.verdicts import SEVERITY  # noqa: E402
 from tests.answer_keys import FLAGGED, cited_lines, outcomes  # noqa: E402
 from tests.mutants import FAMILIES, StaleMutant  # noqa: E402
 
@@ -40,7 +40,7 @@ def family_checks(family):
     """The pytest target holding exactly the checks of ``family`` (the plugin names a check's family after its
     module). ``-m <family>`` is not exact: the positional_encoding and layer_norm markers also name components,
     so they select that component's checks in every family too."""
-    return f"conformance/test_{family}.py"
+    return f"conformance/checks/test_{family}.py"
 
 
 def suite_arguments(impl_path, report, markers=None, target="conformance", extra=()):

@@ -1,4 +1,4 @@
-"""Reaching a cause of the catalogue (``conformance/causes.py``) that no mutant or answer key reaches: a small
+"""Reaching a cause of the catalogue (``conformance/diagnosis/causes.py``) that no mutant or answer key reaches: a small
 implementation with the property, run through the check that names it (:func:`cause_of`). The tests that do so are
 ``tests/test_reach_*.py``, each asserting the cause (and, where two causes are easily confused, not the other)."""
 import inspect
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conformance import plugin
-from conformance.interface import Config, Implementation
+from conformance.contract.interface import Config, Implementation
 from reference import transformer as ref
 
 CFG = Config(d_model=8, h=2, d_ff=16, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=13, max_len=12)

@@ -1,4 +1,4 @@
-"""The catalogue of causes (``conformance/causes.py``) against the code and the tests: every cause id the checker's
+"""The catalogue of causes (``conformance/diagnosis/causes.py``) against the code and the tests: every cause id the checker's
 code writes is listed, an unlisted one at run time is the checker's internal error, every listed one is reached by
 a mutant, an answer key or a test, and ``docs/causes.md`` is the catalogue as ``python -m conformance causes
 --markdown`` prints it."""
@@ -10,15 +10,16 @@ import sys
 
 import pytest
 
-from conformance import causes, plugin, variants
+from conformance.diagnosis import causes, variants
+from conformance import plugin
 from conformance.grading.judge import Raised
-from conformance.interface import ROLES, Config
-from conformance.test_embeddings import SCALES
-from conformance.test_norm_order import ACCEPTED, PLACEMENTS
-from conformance.test_parameters import known_variants
-from conformance.test_positional_encoding import known_tables
-from conformance.test_softmax import SCALE_MISTAKES
-from conformance.verdicts import Failure
+from conformance.contract.interface import ROLES, Config
+from conformance.checks.test_embeddings import SCALES
+from conformance.checks.test_norm_order import ACCEPTED, PLACEMENTS
+from conformance.checks.test_parameters import known_variants
+from conformance.checks.test_positional_encoding import known_tables
+from conformance.checks.test_softmax import SCALE_MISTAKES
+from conformance.contract.verdicts import Failure
 from tests.answer_keys import read_key
 from tests.mutants import MUTANTS, ROOT
 
@@ -98,7 +99,7 @@ def test_every_cause_the_code_writes_is_listed():
     written = [(path.relative_to(ROOT), line, text) for path in code_files() for line, text in written_ids(path)]
     assert len(written) > 150, "the scan for cause ids found too few: is it still reading the raise sites?"
     unlisted = [f"{path}:{line}: {text}" for path, line, text in written if not listed(text)]
-    assert unlisted == [], "cause ids written but not in conformance/causes.py:\n" + "\n".join(unlisted)
+    assert unlisted == [], "cause ids written but not in conformance/diagnosis/causes.py:\n" + "\n".join(unlisted)
 
 
 def test_the_scan_reads_each_form_a_cause_is_written_in(tmp_path):
@@ -178,7 +179,7 @@ def raised(exception):
 
 
 def test_an_unlisted_cause_is_the_checkers_error_naming_it():
-    with pytest.raises(causes.UnlistedCause, match="'attention.made_up_cause'.*conformance/causes.py"):
+    with pytest.raises(causes.UnlistedCause, match="'attention.made_up_cause'.*conformance/diagnosis/causes.py"):
         plugin.classify(raised(Failure("attention.made_up_cause", "one thing", "another")), "attention")
     listed = raised(Failure("attention.mask_ignored", "one thing", "another"))
     assert plugin.classify(listed, "attention")[:2] == ("fail", "attention.mask_ignored")

@@ -1,4 +1,4 @@
-"""Crashes in the implementation's code are diagnosed with their likely cause (``conformance/crashes.py``), each
+"""Crashes in the implementation's code are diagnosed with their likely cause (``conformance/diagnosis/crashes.py``), each
 mistake planted in one component of a small stand-alone module."""
 import textwrap
 

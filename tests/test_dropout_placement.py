@@ -1,4 +1,4 @@
-"""The §5.4 dropout-placement check (``conformance.test_behaviour.check_dropout_placement``) on variants of the
+"""The §5.4 dropout-placement check (``conformance.checks.test_behaviour.check_dropout_placement``) on variants of the
 reference: a slip in one layer of the assembled model is named by its module path; dropout written with
 ``F.dropout(x, p, self.training)``, with attention-weight dropout (``scaled_dot_product_attention(dropout_p=...)``) and
 a dropout inside the feed-forward network gets no finding, while the same code dropping the residual sum does; the
@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from adapters.submission import load_implementation
-from conformance.harness import Case
-from conformance.interface import Config
-from conformance.probes import dropout_control
-from conformance.test_behaviour import PLACEMENT_ROLES, check_dropout_placement
-from conformance.verdicts import Failure
+from conformance.contract.harness import Case
+from conformance.contract.interface import Config
+from conformance.contract.probes import dropout_control
+from conformance.checks.test_behaviour import PLACEMENT_ROLES, check_dropout_placement
+from conformance.contract.verdicts import Failure
 from tests import mutants as catalogue
 
 LAYERS = catalogue.DECODER_LAYERS

@@ -1,4 +1,4 @@
-"""Evidence before blame (issue 23, ``conformance/evidence.py``): a block that crashes under the checker's call is
+"""Evidence before blame (issue 23, ``conformance/diagnosis/evidence.py``): a block that crashes under the checker's call is
 the author's fault only where the author's own code crashes too. The attention below takes its padding as (batch,
 Lk) key vectors and its causality as a constructor flag: the checker's (batch, Lq, Lk) target mask does not fit it,
 while the author's layers and model call it their way without a crash."""

@@ -1,4 +1,4 @@
-"""Every fail and error record carries its evidence kind (issue 23, section 3; ``conformance/evidence.py``), and a
+"""Every fail and error record carries its evidence kind (issue 23, section 3; ``conformance/diagnosis/evidence.py``), and a
 failure under a call the author's own code never makes is no verdict on the author.
 
 The attention below takes its padding as (batch, 1, 1, Lk) key vectors, which its author's layers pass, and its
@@ -10,8 +10,8 @@ import json
 
 import torch
 
-from conformance import evidence
-from conformance.evidence import AUTHORS_CALL, calling_pattern, describe_pattern, pattern_fits
+from conformance.diagnosis import evidence
+from conformance.diagnosis.evidence import AUTHORS_CALL, calling_pattern, describe_pattern, pattern_fits
 from tests.suite import run_on_source, run_suite
 from tests.test_evidence import ATTENTION, LAYERS_AND_MODEL
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from adapters.behaviour import float32_only
-from conformance import harness
-from conformance.evidence import CheckCalls
-from conformance.harness import Case
-from conformance.interface import Config, Implementation
+from conformance.contract import harness
+from conformance.diagnosis.evidence import CheckCalls
+from conformance.contract.harness import Case
+from conformance.contract.interface import Config, Implementation
 from reference import transformer as ref
 from tests.suite import run_on_source
 

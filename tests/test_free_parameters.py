@@ -1,5 +1,5 @@
 """What the paper leaves free is no disagreement (issue 23): a LayerNorm's eps below the limit the eps check accepts
-(``conformance.weights.EPS_LIMIT``) is given to the reference before the two are compared, so a LayerNorm built
+(``conformance.contract.weights.EPS_LIMIT``) is given to the reference before the two are compared, so a LayerNorm built
 with eps = 1e-6 agrees with the reference, while one whose eps the eps check rejects still disagrees."""
 import pytest
 

@@ -12,7 +12,7 @@ from adapters.call_plans import call_plan, constant
 from adapters.masks import FULL_SHAPE, full_masks, to_convention
 from adapters.names import CANONICAL_CALLS
 from conformance import plugin
-from conformance.interface import Implementation
+from conformance.contract.interface import Implementation
 from tests.suite import run_on_source
 
 WHOLE_MASK_MODEL = '''

@@ -55,7 +55,7 @@ def test_analytics_count_who_got_each_cause_and_check():
     assert [(row["verdict"], row["key"], row["names"]) for row in causes] == [
         ("fail", "scale.unscaled", ["a", "b"]), ("error", "undefined_name", ["c"]), ("deviation", "gelu", ["b"])]
     assert causes[0]["detail"] == ("§3.2.1: the scores are not scaled at all (in 1 check(s): attention/scaled)"
-                                   )  # the catalogue's meaning (conformance/causes.py), not the message's words
+                                   )  # the catalogue's meaning (conformance/diagnosis/causes.py), not the message's words
     assert causes[1]["detail"].startswith("the code uses a name that is defined nowhere it can see (in 1 check(s)")
     summary = reports.summary_markdown(CLASS)
     assert markdown_rows(summary, "### Findings by cause")[0] == [

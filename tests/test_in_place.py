@@ -1,4 +1,4 @@
-"""Checks in place (issue 23; ``adapters/in_place.py`` records, ``conformance/test_in_place.py`` verifies): the
+"""Checks in place (issue 23; ``adapters/in_place.py`` records, ``conformance/checks/test_in_place.py`` verifies): the
 sub-blocks of the author's model are verified on what the model's own forward pass gave them, whatever their calling
 convention, and a finding made there, or found on the checker's call and again there, has the evidence "replayed on
 the author's call".
@@ -13,11 +13,11 @@ import torch
 from adapters.in_place import record
 from adapters.masks import mask_lengths
 from adapters.submission import load_implementation
-from conformance import evidence
-from conformance.evidence import REPLAYED, CheckCalls, calling_pattern
-from conformance.harness import Case, canonical_inputs
-from conformance.test_in_place import REPLAY, Run, findings, future_in_place, verify
-from conformance.verdicts import Failure, Missing
+from conformance.diagnosis import evidence
+from conformance.diagnosis.evidence import REPLAYED, CheckCalls, calling_pattern
+from conformance.contract.harness import Case, canonical_inputs
+from conformance.checks.test_in_place import REPLAY, Run, findings, future_in_place, verify
+from conformance.contract.verdicts import Failure, Missing
 from reference import transformer as ref
 from tests.suite import run_on_source
 
@@ -150,10 +150,10 @@ def test_a_failure_on_the_checkers_call_found_again_in_place_is_replayed(loaded)
     impl = loaded("unscaled", SOURCE.replace(SCALED, MISTAKES["multi_head_attention.scale.unscaled"][1]))
     assert "multi_head_attention.scale.unscaled" in findings(impl, "multi_head_attention")
     found = evidence.evidence(impl, "multi_head_attention", "multi_head_attention.scale.unscaled",
-                              foreign_call(impl), crashed=False)
+                              foreign_call(impl), crashed=False, in_place=findings)
     assert (found.kind, found.not_as_author) == (REPLAYED, "")
     other = evidence.evidence(impl, "multi_head_attention", "multi_head_attention.mask_ignored", foreign_call(impl),
-                              crashed=False)
+                              crashed=False, in_place=findings)
     assert other.kind == evidence.CHECKERS_CALL and "the check called it as" in other.not_as_author
 
 

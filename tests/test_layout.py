@@ -1,6 +1,8 @@
-"""The one-way layout of ``../shared/design/architecture.md``: a submission becomes an Implementation in
-``adapters/`` (which may use the contract and the reference, never the checks or grading), the checks consume it,
-and grading sits above the checks. The catalogue of causes (``conformance.causes``) sits below them all."""
+"""The one-way layout of ``../shared/design/architecture.md``, as the tree shows it: the contract and the test
+machinery (``conformance/contract/``) at the bottom; ``adapters/``, which turns a submission into an Implementation;
+the diagnosis of what the checks find (``conformance/diagnosis/``: the catalogue of causes, crashes, variants,
+evidence); the checks (``conformance/checks/``); the pytest plugin and the reports at the top of ``conformance/``;
+grading above them all. Each tier imports only the tiers below it."""
 import ast
 import functools
 import subprocess
@@ -10,13 +12,27 @@ import pytest
 
 from tests.mutants import ROOT
 
+TIERS = ("reference", "conformance.contract", "adapters", "conformance.diagnosis", "conformance.checks",
+         "conformance", "conformance.grading", "conformance.__main__")
+"""The tiers, bottom first (the command line, ``python -m conformance``, dispatches to them all); a module belongs to the longest prefix that names it (``conformance.plugin`` to
+``conformance``, ``conformance.grading.runner`` to ``conformance.grading``)."""
+
+
+def tier(module):
+    return max((t for t in TIERS if module == t or module.startswith(t + ".")), key=len)
+
+
 LAYERS = {
-    "conformance.causes": ("adapters", "conformance.test_", "conformance.plugin", "conformance.grading",
-                           "conformance.interface", "conformance.verdicts", "conformance.harness", "reference"),
-    "adapters.submission": ("conformance.plugin", "conformance.test_", "conformance.grading", "conformance.weights"),
-    "conformance.interface": ("adapters", "conformance.plugin", "conformance.grading"),
+    "conformance.diagnosis.causes": ("adapters", "conformance.checks", "conformance.plugin", "conformance.grading",
+                                     "conformance.contract", "reference"),
+    "adapters.submission": ("conformance.plugin", "conformance.checks", "conformance.diagnosis", "conformance.grading",
+                            "conformance.contract.weights"),
+    "conformance.contract.interface": ("adapters", "conformance.plugin", "conformance.grading"),
+    "conformance.contract.harness": ("adapters", "conformance.diagnosis", "conformance.checks", "conformance.plugin",
+                                     "conformance.grading"),
     "conformance.plugin": ("conformance.grading",),
 }
+"""What a fresh interpreter must not hold once it has imported a module: the tiers above it."""
 
 
 @functools.cache
@@ -106,7 +122,7 @@ def test_a_stage_imports_only_the_stages_before_it(module):
     assert later == [], f"{module} imports {later}, which come at or after it in the order of the stages"
 
 
-ABOVE_ADAPTERS = ("conformance.plugin", "conformance.test_", "conformance.grading")
+ABOVE_ADAPTERS = ("conformance.plugin", "conformance.diagnosis", "conformance.checks", "conformance.grading")
 
 
 @pytest.mark.parametrize("module", ["adapters", "adapters.submission"])
@@ -131,6 +147,13 @@ def cycles_in(graph):
         if module not in state:
             visit(module, [module])
     return cycles
+
+
+def test_every_import_goes_down_the_tiers():
+    """Every import, inside functions too, reaches a module of the importer's own tier or one below it."""
+    upward = {m: sorted(o for o in imported(m) if TIERS.index(tier(o)) > TIERS.index(tier(m)))
+              for m in project_modules()}
+    assert {m: up for m, up in upward.items() if up} == {}
 
 
 def test_no_import_cycle_among_the_projects_packages():

@@ -163,7 +163,7 @@ def test_syntax_error_cell_is_skipped_and_later_cells_run(tmp_path):
 
 def test_role_defined_in_a_cell_that_does_not_compile_is_an_error_not_missing(tmp_path):
     from adapters.submission import load_implementation
-    from conformance.verdicts import Unusable
+    from conformance.contract.verdicts import Unusable
     text = ('In [1]:\nimport torch\n\nIn [2]:\ndef subsequent_mask(size):\n    """doc"""\n  return torch.tril('
             'torch.ones(size, size, dtype=torch.bool))\n\nIn [3]:\ndef unrelated():\n    return 1\n')
     impl = load_implementation(write(tmp_path, "nb.txt", text))
@@ -179,8 +179,8 @@ def test_role_defined_in_a_cell_that_does_not_compile_is_an_error_not_missing(tm
 def test_a_class_whose_cell_does_not_compile_passes_no_check_that_reads_code(tmp_path):
     """Its code cannot be read either: the checks that read code give its error too, none passes on nothing."""
     from adapters.submission import load_implementation
-    from conformance import test_construction
-    from conformance.verdicts import Unusable
+    from conformance.checks import test_construction
+    from conformance.contract.verdicts import Unusable
     text = ("In [1]:\nimport torch.nn as nn\n\nIn [2]:\nclass MultiHeadAttention(nn.Module):\n"
             "    def forward(self, query, key, value, mask=None)\n        return query\n")
     impl = load_implementation(write(tmp_path, "nb.txt", text))

@@ -1,4 +1,4 @@
-"""Locating a disagreement with the reference (``conformance/test_behaviour.py``: ``locate``): when a block's
+"""Locating a disagreement with the reference (``conformance/checks/test_behaviour.py``: ``locate``): when a block's
 outputs differ from the reference's under the mapped weights and no known variant explains them, the candidate's
 sub-blocks are put one role at a time in place of the reference's own, and the smallest whose substitution makes
 the reference compute the candidate's outputs is named in a fail, with the largest difference before and after.
@@ -11,8 +11,8 @@ import re
 import pytest
 import torch
 
-from conformance.interface import Config
-from conformance.weights import map_reference_weights, pinned_by_shapes
+from conformance.contract.interface import Config
+from conformance.contract.weights import map_reference_weights, pinned_by_shapes
 from reference import transformer
 from tests import mutants as catalogue
 from tests.mutation_score import run_suite
@@ -42,7 +42,7 @@ def agreement(source, tmp_path):
     """``{component: (verdict, cause, message)}`` of ``test_agrees_with_reference`` on ``source``."""
     path = tmp_path / "other_style.py"
     path.write_text(source)
-    _, output, report = run_suite(path, tmp_path, target="conformance/test_behaviour.py", in_process=IN_PROCESS,
+    _, output, report = run_suite(path, tmp_path, target="conformance/checks/test_behaviour.py", in_process=IN_PROCESS,
                                   extra=("-k", "agrees_with_reference"))
     assert report is not None, output[-3000:]
     return {c["component"]: (c["verdict"], c["cause"], c["message"]) for c in report["checks"]}

@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from conformance.interface import Config
+from conformance.contract.interface import Config
 from tests import mutants as catalogue
 from tests.mutation_score import family_checks, run_mutant
 

@@ -6,7 +6,7 @@ The unmodified reference, run once with every family, must give no fail, error o
 The suite runs in this process through ``pytest.main`` with the arguments of ``python -m pytest conformance ...``
 (``MUTANTS_SUBPROCESS=1``: in a subprocess), under grading's hypothesis profile: the fewest examples any run of the
 checker draws (``python tests/mutation_score.py`` uses the default profile, three times the examples). A family
-whose check module (``conformance/test_<family>.py``) does not exist yet is skipped. The same judgement, printed as
+whose check module (``conformance/checks/test_<family>.py``) does not exist yet is skipped. The same judgement, printed as
 a table with the scores per family, is ``python tests/mutation_score.py``.
 """
 import keyword
@@ -16,7 +16,7 @@ import pytest
 
 from adapters.submission import load_implementation
 from conformance.grading.runner import GRADING_PROFILE
-from conformance.interface import ROLES
+from conformance.contract.interface import ROLES
 from tests import mutants as catalogue
 from tests.mutants import FAMILIES, MUTANTS, Mutant, StaleMutant
 from tests.mutation_score import (ROOT, Result, assess, false_positives, family_checks, reports_cause, run_mutant,

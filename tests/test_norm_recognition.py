@@ -1,10 +1,10 @@
-"""Norm modules found by what they do (``conformance.weights.is_norm_module``): the checks that zero sub-layers,
+"""Norm modules found by what they do (``conformance.contract.weights.is_norm_module``): the checks that zero sub-layers,
 reset gains or perturb norms (dropout placement, norm order, parameter readings) must tell a LayerNorm from a
 sub-layer whatever its class is called."""
 import torch
 import torch.nn as nn
 
-from conformance.weights import is_norm_module, norm_modules, sub_layer_modules
+from conformance.contract.weights import is_norm_module, norm_modules, sub_layer_modules
 
 
 class LN(nn.Module):

@@ -15,10 +15,10 @@ from adapters.call_plans import call_plan, lengths_of
 from adapters.loading import load_code
 from adapters.masks import LENGTHS, mask_lengths
 from adapters.submission import load_implementation
-from conformance.harness import Case, canonical_inputs
-from conformance.interface import Config
+from conformance.contract.harness import Case, canonical_inputs
+from conformance.contract.interface import Config
 from conformance.plugin import classify
-from conformance.verdicts import MISSING, Failure, Missing
+from conformance.contract.verdicts import MISSING, Failure, Missing
 
 BLOCKS = '''
 import torch

@@ -1,15 +1,15 @@
-"""The readings of a parameter-count difference (``conformance/test_parameters.py``): every exact sum of known
+"""The readings of a parameter-count difference (``conformance/checks/test_parameters.py``): every exact sum of known
 variants is searched, each variant as many times as it can occur, the structure settles between readings, and the
 readings that conform (projections without biases, §3.2) pass; the final norm of a pre-norm stack is part of
-pre-norm (``conformance/test_norm_order.py``)."""
+pre-norm (``conformance/checks/test_norm_order.py``)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from conformance.interface import Config
+from conformance.contract.interface import Config
 from conformance.reports import markdown
-from conformance.test_norm_order import final_norm_deviation
-from conformance.test_parameters import (best_reading, closed_form, describe, explain_variants, known_variants,
+from conformance.checks.test_norm_order import final_norm_deviation
+from conformance.checks.test_parameters import (best_reading, closed_form, describe, explain_variants, known_variants,
                                          output_projections, projection_maps)
 from reference import transformer as ref
 from tests import mutants as catalogue

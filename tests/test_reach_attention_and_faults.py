@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conformance import test_behaviour, test_layer_norm, test_masks, test_shapes, test_softmax
+from conformance.checks import test_behaviour, test_layer_norm, test_masks, test_shapes, test_softmax
 from conformance.grading import checking
 from conformance.grading.judge import Raised, RemoteImplementation
 from reference import transformer as ref
@@ -275,8 +275,8 @@ def test_a_check_that_left_no_verdict(tmp_path):
     work, reports, apart = tmp_path / "work", tmp_path / "report", tmp_path / "apart"
     for folder in (work, reports, apart):
         folder.mkdir()
-    nodeids = ["conformance/test_shapes.py::test_output_shape[feed_forward]",
-               "conformance/test_shapes.py::test_output_shape[layer_norm]"]
+    nodeids = ["conformance/checks/test_shapes.py::test_output_shape[feed_forward]",
+               "conformance/checks/test_shapes.py::test_output_shape[layer_norm]"]
     reported = dict(component="feed_forward", family="shapes", check="output_shape", verdict="pass", cause="",
                     message="", nodeid=nodeids[0])
     (reports / "integrity.json").write_text(json.dumps(dict(nonce="n", exitstatus=0)))

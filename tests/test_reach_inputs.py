@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conformance import test_embeddings, test_layer_norm, test_masks, test_positional_encoding
+from conformance.checks import test_embeddings, test_layer_norm, test_masks, test_positional_encoding
 from reference import transformer as ref
 from tests.reaching import cause_of
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conformance.interface import ROLES
+from conformance.contract.interface import ROLES
 from conformance.reports import report
 from tests.suite import run_suite
 

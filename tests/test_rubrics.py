@@ -15,7 +15,7 @@ import pytest
 
 from conformance.grading import assignment, reports, runner
 from conformance.grading import course as course_module
-from conformance.interface import ROLES
+from conformance.contract.interface import ROLES
 from tests import mutants
 from tests.test_grading import browser, probed
 from tests.test_grading_reports import UNSCALED, check

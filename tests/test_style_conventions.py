@@ -1,7 +1,7 @@
 """Conventions of public code that discovery reads from the code itself: projections kept in the layer around an
 attention block without weights (adapters/projections.py), d_ff given as a multiple of d_model
 (adapters/multipliers.py), a model whose forward shifts the target (adapters/alignment.py), and a LayerNorm eps
-other than the reference's (conformance.weights.adopt_eps, conformance.test_behaviour.open_eps)."""
+other than the reference's (conformance.contract.weights.adopt_eps, conformance.checks.test_behaviour.open_eps)."""
 import dataclasses
 import math
 import textwrap
@@ -16,7 +16,7 @@ from adapters.binding import discover
 from adapters.building import PROBE
 from adapters.construction import constructor_plan
 from adapters.loading import load_code
-from conformance.weights import adopt_eps
+from conformance.contract.weights import adopt_eps
 from reference.transformer import LayerNorm as ReferenceLayerNorm
 from tests.suite import run_suite
 

@@ -11,9 +11,9 @@ import torch
 from adapters.construction import constructor_plan, is_a_count
 from adapters.loading import load_code
 from adapters.submission import load_implementation
-from conformance.interface import Config
-from conformance.test_embeddings import test_embedding_scaled_by_sqrt_d_model
-from conformance.verdicts import Failure
+from conformance.contract.interface import Config
+from conformance.checks.test_embeddings import test_embedding_scaled_by_sqrt_d_model
+from conformance.contract.verdicts import Failure
 from tests.suite import run_suite
 
 WIDTHS = textwrap.dedent('''

@@ -5,10 +5,10 @@ import collections
 import re
 import statistics
 
-from conformance import causes as catalogue
-from conformance.interface import ROLES
+from conformance.diagnosis import causes as catalogue
+from conformance.contract.interface import ROLES
 from conformance.plugin import findings, first_line
-from conformance.verdicts import parse_message
+from conformance.contract.verdicts import parse_message
 
 PAPER = {
     "embedding": "§3.4: learned embeddings of dimension d_model, multiplied by sqrt(d_model).",
@@ -39,7 +39,7 @@ optional."""
 
 # -- one submission ---------------------------------------------------------------------------------------------
 def meaning(cause):
-    """What ``cause`` means, with its paper section, from the catalogue (``conformance.causes``)."""
+    """What ``cause`` means, with its paper section, from the catalogue (``conformance.diagnosis.causes``)."""
     entry = catalogue.require(cause)
     return f"{entry.section}: {entry.meaning}" if entry.section else entry.meaning
 

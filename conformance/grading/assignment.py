@@ -8,7 +8,7 @@ import math
 import tomllib
 from pathlib import Path
 
-from conformance.interface import ROLES
+from conformance.contract.interface import ROLES
 
 DEFAULT_RUBRIC = Path(__file__).with_name("rubric.toml")
 VERDICTS = ("pass", "deviation", "missing", "fail", "error")

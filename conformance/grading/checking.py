@@ -20,7 +20,7 @@ from pathlib import Path
 from conformance.grading import reproductions, scratch
 from conformance.grading.assignment import VERDICTS
 from conformance.grading.files import read_json
-from conformance.verdicts import summary_table
+from conformance.contract.verdicts import summary_table
 
 OUTPUT_TAIL = 4000
 BIG_OUTPUT = 1 << 20

@@ -61,8 +61,8 @@ LIBRARY_PROGRAMS = {"fc-list", "fc-match", "ldconfig", "file", "git", "hg", "una
 CLASS_DUNDERS = {"__eq__", "__ne__", "__bool__", "__call__", "__getattr__", "__getattribute__", "__init__",
                  "__torch_function__", "__torch_dispatch__", "__lt__", "__le__", "__gt__", "__ge__"}
 CRITICAL = ("torch.allclose", "torch.isclose", "torch.equal", "torch.testing.assert_close", "numpy.allclose",
-            "numpy.isclose", "numpy.array_equal", "math.isclose", "conformance.harness.difference",
-            "conformance.harness.assert_close", "conformance.plugin.classify", "conformance.plugin.findings")
+            "numpy.isclose", "numpy.array_equal", "math.isclose", "conformance.contract.harness.difference",
+            "conformance.contract.harness.assert_close", "conformance.plugin.classify", "conformance.plugin.findings")
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 PROCESS_EVENTS = ("os.fork", "os.forkpty", "subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec",
@@ -379,7 +379,7 @@ def positional_encoding_table(d_model=64, length=48):
     if _impl is None or not _impl.has("positional_encoding"):
         return None
     try:
-        from conformance.interface import Config
+        from conformance.contract.interface import Config
         torch.manual_seed(0)
         module = _impl.build("positional_encoding", Config(d_model=d_model, dropout=0.0, max_len=max(length, 5000)))
         module.eval()

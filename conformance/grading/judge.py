@@ -25,11 +25,12 @@ import torch
 import torch.nn as nn
 
 from adapters.submission import load_implementation
-from conformance import harness, plugin, weights
-from conformance.causes import is_listed
+from conformance.contract import harness, weights
+from conformance import plugin
+from conformance.diagnosis.causes import is_listed
 from conformance.grading import reproductions
-from conformance.interface import Config, MissingRole
-from conformance.verdicts import ERROR, FAIL, MISSING, Finding
+from conformance.contract.interface import Config, MissingRole
+from conformance.contract.verdicts import ERROR, FAIL, MISSING, Finding
 
 JUDGED_APART = {
     "shapes": ("output_shape",),

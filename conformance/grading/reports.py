@@ -18,7 +18,7 @@ from conformance.grading.analytics import (LOCATION, by_cause, by_check, compone
 from conformance.grading.assignment import VERDICTS, hidden_component, hidden_finding, student_view
 from conformance.grading.files import write_atomic
 from conformance.grading.similarity import STYLE as SIMILARITY_STYLE
-from conformance.interface import ROLES
+from conformance.contract.interface import ROLES
 from conformance.plugin import first_line
 
 COLOURS = {"pass": "#c8e6c9", "deviation": "#fff3c4", "missing": "#e0e0e0", "fail": "#ffcdd2", "error": "#f8bbd0"}

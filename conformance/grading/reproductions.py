@@ -19,9 +19,9 @@ import re
 
 import torch
 
-from conformance import harness
+from conformance.contract import harness
 from conformance.grading.files import write_atomic
-from conformance.interface import FUNCTION_ROLES, Config
+from conformance.contract.interface import FUNCTION_ROLES, Config
 
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 SOURCE = re.compile(r"[A-Za-z_]\w*|value:[\w.'\"+-]{0,40}")

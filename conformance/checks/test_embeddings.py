@@ -6,11 +6,11 @@ import pytest
 import torch
 from hypothesis import given
 
-from conformance import strategies
-from conformance.harness import Case, difference, run
-from conformance.probes import constant_ratio
-from conformance.test_parameters import output_projections, vocabulary_matrices
-from conformance.verdicts import Deviation, Failure, Missing
+from conformance.contract import strategies
+from conformance.contract.harness import Case, difference, run
+from conformance.contract.probes import constant_ratio
+from conformance.checks.test_parameters import output_projections, vocabulary_matrices
+from conformance.contract.verdicts import Deviation, Failure, Missing
 
 SCALES = {
     "not_scaled": (lambda d: 1.0, "not multiplied by sqrt(d_model)"),

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from conformance.interface import FUNCTION_ROLES, Config, Implementation, MissingRole, set_size_globals
-from conformance.verdicts import Failure
+from conformance.contract.interface import FUNCTION_ROLES, Config, Implementation, MissingRole, set_size_globals
+from conformance.contract.verdicts import Failure
 
 MODULE_ROLES = ("embedding", "positional_encoding", "multi_head_attention", "feed_forward", "layer_norm",
                 "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "generator", "model")
@@ -16,7 +16,7 @@ LATEST_CASE = None
 """The case most recently drawn: the plugin adds its reproduction to a finding that has none."""
 WATCH = None
 """While a check runs: what records the calls the check makes to the roles it builds (the plugin sets it, see
-``conformance.evidence.CheckCalls``): ``WATCH.module(role, module)`` for each module :meth:`Case.build` returns, and
+``conformance.diagnosis.evidence.CheckCalls``): ``WATCH.module(role, module)`` for each module :meth:`Case.build` returns, and
 ``WATCH.function(role, function)``, a context manager around each call of a function role; None otherwise."""
 
 
@@ -134,9 +134,9 @@ class Case:
         build = f"m = case.build({role!r})"
         return "\n".join([
             "import torch",
-            "from conformance.harness import Case, canonical_inputs",
+            "from conformance.contract.harness import Case, canonical_inputs",
             "from adapters.submission import load_implementation",
-            "from conformance.interface import Config",
+            "from conformance.contract.interface import Config",
             f"case = Case(load_implementation({self.impl.spec!r}), {self.cfg!r}, batch={self.batch}, "
             f"src_len={self.src_len}, tgt_len={self.tgt_len}, dtype={self.dtype}, seed={self.seed}, "
             f"device={self.device!r})",
@@ -168,7 +168,7 @@ class OnCopies:
 
 # -- canonical calls -----------------------------------------------------------------------------
 def canonical_inputs(case, role):
-    """Inputs of the canonical call of ``role`` (see ``conformance.interface``), freshly drawn."""
+    """Inputs of the canonical call of ``role`` (see ``conformance.contract.interface``), freshly drawn."""
     c, b, ls, lt = case.cfg, case.batch, case.src_len, case.tgt_len
     x, memory = case.randn(b, lt, c.d_model), case.randn(b, ls, c.d_model)
     return {

@@ -17,11 +17,11 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 
-from conformance import strategies
-from conformance.harness import Case, canonical_inputs, difference, output_tensor, role_instances
-from conformance.probes import hooked
-from conformance.verdicts import Deviation, Failure, Missing
-from conformance.weights import (EPS_LIMIT, inside, layer_lists, norm_eps, norm_modules, perturb_norms, reset_norms,
+from conformance.contract import strategies
+from conformance.contract.harness import Case, canonical_inputs, difference, output_tensor, role_instances
+from conformance.contract.probes import hooked
+from conformance.contract.verdicts import Deviation, Failure, Missing
+from conformance.contract.weights import (EPS_LIMIT, inside, layer_lists, norm_eps, norm_modules, perturb_norms, reset_norms,
                                  sub_layer_modules, zero_non_norm_parameters)
 
 # (cause, formula in words, y -> next y given the sub-layer f and the layer normalization ln)

@@ -5,7 +5,7 @@ raises:
 
 * :class:`Failure` - the implementation contradicts the paper;
 * :class:`Deviation` - the implementation follows a named, known variant (pre-norm, GELU, ...);
-* :class:`conformance.interface.MissingRole` or :class:`Missing` - it has nothing to check;
+* :class:`conformance.contract.interface.MissingRole` or :class:`Missing` - it has nothing to check;
 * :class:`Unusable` - the implementation's code for it exists but cannot run at all (an *error*);
 * anything else raised by the implementation's code is an *error*.
 

@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 
-from conformance import strategies
-from conformance.harness import Case, difference, output_tensor
-from conformance.verdicts import Deviation, Failure
-from conformance.weights import is_bias_name, module_eps
+from conformance.contract import strategies
+from conformance.contract.harness import Case, difference, output_tensor
+from conformance.contract.verdicts import Deviation, Failure
+from conformance.contract.weights import is_bias_name, module_eps
 
 ROLE = "layer_norm"
 DEFAULT_EPS = 1e-5

@@ -2,9 +2,9 @@
 import pytest
 from hypothesis import given
 
-from conformance import strategies
-from conformance.harness import MODULE_ROLES, Case, expected_shape, run
-from conformance.verdicts import Failure
+from conformance.contract import strategies
+from conformance.contract.harness import MODULE_ROLES, Case, expected_shape, run
+from conformance.contract.verdicts import Failure
 
 
 @pytest.mark.parametrize("component", MODULE_ROLES + ("attention",))

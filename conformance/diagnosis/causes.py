@@ -16,21 +16,21 @@ from dataclasses import dataclass
 ROLE_NAMES = ("embedding", "positional_encoding", "attention", "multi_head_attention", "feed_forward", "layer_norm",
               "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "generator", "model",
               "padding_mask", "subsequent_mask")
-"""The roles of ``conformance.interface.ROLES`` (written again here: the contract sits above this module;
+"""The roles of ``conformance.contract.interface.ROLES`` (written again here: the contract sits above this module;
 ``tests/test_causes.py`` holds the two equal)."""
 PARAMETER_VARIANTS = ("projections_without_bias", "final_norm_missing", "extra_final_norm", "untied_embeddings",
                       "embeddings_outside_model", "generator_outside_model", "generator_without_bias",
                       "scalar_layer_norm_gain", "learned_positional_embedding")
-"""The readings of a parameter-count difference of ``conformance.test_parameters.known_variants``."""
+"""The readings of a parameter-count difference of ``conformance.checks.test_parameters.known_variants``."""
 MISPLACEMENTS = ("norm_missing", "norm_on_sublayer_output", "residual_missing", "norm_on_residual_branch",
                  "norm_twice", "sublayer_output_unused")
-"""The broken placements of the residual connection and its norm of ``conformance.test_norm_order.PLACEMENTS``."""
+"""The broken placements of the residual connection and its norm of ``conformance.checks.test_norm_order.PLACEMENTS``."""
 KNOWN_DEVIATIONS = ("pre_norm", "extra_final_norm", "gelu", "unbiased_std", "unbiased_std_eps_outside_root",
                     "input_scaled_by_sqrt_d_model", "timing_signal", "generator_logits", "generator_softmax")
 KNOWN_BUGS = ("norm_on_sublayer_output", "residual_missing", "norm_missing", "relu_missing", "relu_on_output",
               "divides_by_variance", "eps_outside_root", "scaled_by_sqrt_d_model", "scaled_by_d_k", "unscaled",
               "heads_merged_without_transpose")
-"""The variants of the reference in ``conformance.variants.VARIANTS`` that an output can be recognised as: the
+"""The variants of the reference in ``conformance.diagnosis.variants.VARIANTS`` that an output can be recognised as: the
 deviations (named variants of the paper) and the bugs."""
 
 
@@ -80,7 +80,7 @@ class UnlistedCause(LookupError):
 
 E = Cause  # (short, so that each entry fits its lines)
 CATALOGUE = (
-    # -- crashes of the implementation's code (conformance.crashes) ----------------------------------------------
+    # -- crashes of the implementation's code (conformance.diagnosis.crashes) ----------------------------------------------
     E("error.super_init_missing", "", "a module assigns sub-modules or parameters before calling "
       "super().__init__()"),
     E("error.super_names_wrong_class", "", "super(Name, self) names a class that does not exist (renamed)"),
@@ -158,7 +158,7 @@ CATALOGUE = (
     E("{component}.output_not_tensor", "§3.1", "the block's output is not a tensor"),
     E("{component}.shape", "§3", "the output's shape is not the one the paper's dimensions give"),
     E("{component}.dtype", "§3", "the output's dtype is not the inputs' floating type"),
-    # -- reading the code (conformance.test_construction) ------------------------------------------------------
+    # -- reading the code (conformance.checks.test_construction) ------------------------------------------------------
     E("{component}.arguments_in_wrong_order", "§3", "a call in the code passes an argument to a parameter meant "
       "for another (read from the source)"),
     E("{component}.forward_returns_nothing", "§3.1", "the source's forward has no return statement"),
@@ -166,7 +166,7 @@ CATALOGUE = (
     E("{component}.sub_block_call_misfits", "§3.2.2", "a sub-block is built or called with arguments its __init__ "
       "or forward cannot take"),
     E("{component}.name_never_defined", "§3", "the source reads a name nothing defines"),
-    # -- behaviour against the reference (conformance.test_behaviour) ------------------------------------------
+    # -- behaviour against the reference (conformance.checks.test_behaviour) ------------------------------------------
     E("{component}.eval_not_deterministic", "§5.4", "in eval mode the output still changes between calls (dropout "
       "left on)"),
     E("{component}.dropout_missing", "§5.4", "training mode gives the same output as eval mode: no dropout where "
@@ -195,7 +195,7 @@ CATALOGUE = (
     E("{component}.dropout_on_residual_sum", "§5.4", "dropout on the residual sum instead of on the sub-layer "
       "output before it"),
     E("{component}.inputs_modified_in_place", "§3", "the block changes its input tensors in place"),
-    # -- embeddings and generator (conformance.test_embeddings) ------------------------------------------------
+    # -- embeddings and generator (conformance.checks.test_embeddings) ------------------------------------------------
     E("{component}.table_transposed", "§3.4", "the embedding matrix is held as (d_model, vocab) and read across"),
     E("{component}.table_unrecognised", "§3.4", "no single (vocab, d_model) embedding matrix is found to check "
       "against"),
@@ -214,7 +214,7 @@ CATALOGUE = (
     E("{component}.shared_matrix_not_found", "§3.4", "no embedding and pre-softmax map of the target vocabulary "
       "are found to check sharing"),
     E("{component}.untied_embeddings", "§3.4", "the embeddings and the pre-softmax map do not share one matrix"),
-    # -- information flow through the model (conformance.test_information_flow) --------------------------------
+    # -- information flow through the model (conformance.checks.test_information_flow) --------------------------------
     E("{component}.source_embeddings_unused", "§3.4", "the source embedding table has no effect on the output"),
     E("{component}.source_ignored", "§3.1", "the output does not depend on the source tokens"),
     E("{component}.target_embeddings_unused", "§3.4", "the target embedding table has no effect on the output"),
@@ -233,7 +233,7 @@ CATALOGUE = (
     E("{component}.future_visible_in_eval_too", "§3.2.3", "a target position sees later positions in eval mode "
       "as well as in training"),
     E("{component}.future_visible_in_training", "§3.2.3", "a target position sees later positions in training"),
-    # -- layer normalization (conformance.test_layer_norm) -----------------------------------------------------
+    # -- layer normalization (conformance.checks.test_layer_norm) -----------------------------------------------------
     E("layer_norm.normalizes_over_wrong_axis", "§3.1", "the statistics are taken over an axis other than the "
       "features"),
     E("layer_norm.mean_not_subtracted", "§3.1", "the output is scaled by the spread but the mean is not "
@@ -259,7 +259,7 @@ CATALOGUE = (
     E("layer_norm.gain_and_bias_swapped", "§3.1", "the gain is added and the bias multiplied"),
     E("layer_norm.disagrees_with_functional", "§3.1", "the outputs differ from torch's layer_norm with the same gain "
       "and bias"),
-    # -- masks (conformance.test_masks) ------------------------------------------------------------------------
+    # -- masks (conformance.checks.test_masks) ------------------------------------------------------------------------
     E("{component}.mask_inverted", "§3.2.3", "the mask is applied with True meaning blocked instead of may attend"),
     E("{component}.mask_applied_after_softmax", "§3.2.3", "masked positions are removed after the softmax, so the "
       "weights no longer sum to 1"),
@@ -300,7 +300,7 @@ CATALOGUE = (
       "keys"),
     E("subsequent_mask.target_mask_wrong", "§3.2.3", "the target mask is not the padding mask combined with the "
       "lower triangle"),
-    # -- the order of norm and residual (conformance.test_norm_order) ------------------------------------------
+    # -- the order of norm and residual (conformance.checks.test_norm_order) ------------------------------------------
     E("{component}.norm_order.post_norm", "§3.1", "post-norm LayerNorm(x + Sublayer(x)), a deviation under the "
       "'practice' contract"),
     E("{component}.norm_order.pre_norm", "§3.1", "pre-norm x + Sublayer(LayerNorm(x)) instead of the paper's "
@@ -326,7 +326,7 @@ CATALOGUE = (
     E("{component}.norm_order.extra_final_norm", "§3.1", "a post-norm stack with an extra LayerNorm at its end"),
     E("{component}.layer_norm_eps_wrong", "§3.1", "a LayerNorm inside the block uses an eps that is not small"),
     E("{component}.layer_norm_axis_wrong", "§3.1", "a LayerNorm inside the block normalizes over the wrong axis"),
-    # -- parameters and stacking (conformance.test_parameters) -------------------------------------------------
+    # -- parameters and stacking (conformance.checks.test_parameters) -------------------------------------------------
     E("{component}.parameters.count", "§3", "the parameter count fits no known reading of the paper's sizes"),
     E("{component}.parameters.{variants}", "§3", "the parameter count is read as one or more known variants "
       "(untied embeddings, an extra final norm, ...)"),
@@ -342,7 +342,7 @@ CATALOGUE = (
       "the previous layer's output"),
     E("{component}.layers_not_chained", "§3.1", "the layers are not applied one after another"),
     E("{component}.layer_inputs_transformed", "§3.1", "what passes between two layers is changed on the way"),
-    # -- positional encoding (conformance.test_positional_encoding) --------------------------------------------
+    # -- positional encoding (conformance.checks.test_positional_encoding) --------------------------------------------
     E("positional_encoding.shape", "§3.5", "the output's shape is not the input's"),
     E("positional_encoding.sin_cos_swapped", "§3.5", "cos in the even columns and sin in the odd ones"),
     E("positional_encoding.multiplies_by_frequency", "§3.5", "pos times 10000^(2i/d_model) instead of divided by it"),
@@ -384,7 +384,7 @@ CATALOGUE = (
     E("positional_encoding.dropout_wrong", "§5.4", "dropped entries are neither 0 nor the rescaled sum"),
     E("{component}.positions_not_dropped_out", "§5.4", "the model applies no dropout to the sums of embeddings "
       "and positional encodings"),
-    # -- attention scores and softmax (conformance.test_softmax) -----------------------------------------------
+    # -- attention scores and softmax (conformance.checks.test_softmax) -----------------------------------------------
     E("{component}.self_attention_only", "§3.2.2", "the block takes no separate keys and values, and no decoder "
       "of the submission does the encoder-decoder attention another way, so it can only attend to its own input"),
     E("{component}.projections_unrecognised", "§3.2.2", "the projections' layout is not recognised, so scores "
@@ -426,7 +426,7 @@ def require(cause_id):
     """``cause_id``'s entry; :class:`UnlistedCause` naming it when the catalogue does not list it."""
     entry = describe(cause_id)
     if entry is None:
-        raise UnlistedCause(f"the checker gave the cause {cause_id!r}, which conformance/causes.py does not list: "
+        raise UnlistedCause(f"the checker gave the cause {cause_id!r}, which conformance/diagnosis/causes.py does not list: "
                             "add it to the catalogue (a mistake of the checker, not of the implementation)")
     return entry
 
@@ -442,6 +442,6 @@ def markdown():
     rows += [f"| `{entry.pattern}` | {entry.section or '—'} | {markdown_text(entry.meaning)} |"
              for entry in CATALOGUE]
     placeholders = [f"- `{{{name}}}`: {words}" for name, (_, words) in PLACEHOLDERS.items()]
-    return "\n".join(["# Causes", "", "Every cause id a verdict may carry (`conformance/causes.py`; regenerate with "
+    return "\n".join(["# Causes", "", "Every cause id a verdict may carry (`conformance/diagnosis/causes.py`; regenerate with "
                       "`python -m conformance causes --markdown > docs/causes.md`). A part in braces stands for:",
                       "", *placeholders, "", *rows]) + "\n"

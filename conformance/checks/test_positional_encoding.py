@@ -12,10 +12,10 @@ import pytest
 import torch
 from hypothesis import given
 
-from conformance import strategies
-from conformance.harness import Case, canonical_inputs, difference, output_tensor, seed_generators
-from conformance.probes import constant_ratio, hooked
-from conformance.verdicts import Deviation, Failure, note_on_pass
+from conformance.contract import strategies
+from conformance.contract.harness import Case, canonical_inputs, difference, output_tensor, seed_generators
+from conformance.contract.probes import constant_ratio, hooked
+from conformance.contract.verdicts import Deviation, Failure, note_on_pass
 from reference.transformer import sinusoidal_table
 
 ROLE = "positional_encoding"

@@ -15,7 +15,7 @@ import re
 import torch
 import torch.nn as nn
 
-from conformance.probes import ignores_input_scale
+from conformance.contract.probes import ignores_input_scale
 
 
 NORM_TYPES = tuple(t for t in (nn.LayerNorm, getattr(nn, "RMSNorm", None)) if t is not None)

@@ -7,9 +7,9 @@ attribute read that nothing assigns, a sub-block built or called with arguments 
 cannot take, a name that nothing defines."""
 import pytest
 
-from conformance.harness import MODULE_ROLES
-from conformance.interface import MissingRole
-from conformance.verdicts import Failure
+from conformance.contract.harness import MODULE_ROLES
+from conformance.contract.interface import MissingRole
+from conformance.contract.verdicts import Failure
 
 
 def check_reading(impl, component, cause, requirement):

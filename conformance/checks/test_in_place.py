@@ -19,7 +19,7 @@ So the model is built and called on its canonical call, every call of its module
 
 A sub-block whose recorded calls these readings do not fit (projections packed otherwise, no softmax seen) gets no
 verdict: ``adapter.not_read_in_place``. Every fail here is evidence of kind "replayed on the author's call"
-(``conformance.evidence``), and a failure a direct check finds on the checker's own call counts as replayed when the
+(``conformance.diagnosis.evidence``), and a failure a direct check finds on the checker's own call counts as replayed when the
 check here finds it too (:func:`findings`).
 """
 import contextlib
@@ -34,15 +34,15 @@ import torch.nn as nn
 from hypothesis import given
 
 from adapters.in_place import ROLES, record
-from conformance import harness, strategies
-from conformance.harness import Case, canonical_inputs, difference, role_instances
-from conformance.interface import Config, MissingRole
-from conformance.probes import SoftmaxWatch, constant_ratio, sdpa_scale
-from conformance.test_layer_norm import affine_parameters, factors, fits, wrong_axis
-from conformance.test_norm_order import judge, layer_norms, nearest
-from conformance.test_softmax import SCALE_MISTAKES
-from conformance.verdicts import Failure, Finding, Missing
-from conformance.weights import EPS_LIMIT, is_bias_name, is_norm_module
+from conformance.contract import harness, strategies
+from conformance.contract.harness import Case, canonical_inputs, difference, role_instances
+from conformance.contract.interface import Config, MissingRole
+from conformance.contract.probes import SoftmaxWatch, constant_ratio, sdpa_scale
+from conformance.checks.test_layer_norm import affine_parameters, factors, fits, wrong_axis
+from conformance.checks.test_norm_order import judge, layer_norms, nearest
+from conformance.checks.test_softmax import SCALE_MISTAKES
+from conformance.contract.verdicts import Failure, Finding, Missing
+from conformance.contract.weights import EPS_LIMIT, is_bias_name, is_norm_module
 
 MASKED = -1e4
 """Scores at or below this are a mask's fill (-1e9, -inf), not Q K^T / sqrt(d_k) of the checker's inputs."""
@@ -344,7 +344,7 @@ def raise_first(case, role, found):
     """Raise the first of the findings ``found`` (a fail before a deviation), with a reproduction that runs the
     author's model and reads ``role`` in place."""
     for finding in sorted(found, key=lambda f: isinstance(f, Failure), reverse=True)[:1]:
-        finding.reproduction = case.reproduction("model", "from conformance.test_in_place import Run, future_in_place, "
+        finding.reproduction = case.reproduction("model", "from conformance.checks.test_in_place import Run, future_in_place, "
                                                  "verify\n" + ("future_in_place(case, Run(case))" if role == "model"
                                                                 else f"print([f.message for f in verify(case, {role!r})])"))
         raise finding

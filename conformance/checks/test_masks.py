@@ -1,6 +1,6 @@
 """Masks (§3.1, §3.2.3): padding keys and future positions take no part in the outputs.
 
-Convention (``conformance.interface``): a mask is boolean, ``True`` = may attend. The checks change the inputs
+Convention (``conformance.contract.interface``): a mask is boolean, ``True`` = may attend. The checks change the inputs
 at the positions a mask hides and require the outputs that may not see them to stay the same; when they change,
 the known mistakes are told apart: a mask that is ignored, inverted, applied after the softmax, filled with 0.
 """
@@ -9,11 +9,11 @@ import torch
 from hypothesis import given
 
 from adapters.building import is_graft
-from conformance import strategies
-from conformance.harness import (PAD, Case, canonical_inputs, difference, inputs_not_accepted, output_tensor,
+from conformance.contract import strategies
+from conformance.contract.harness import (PAD, Case, canonical_inputs, difference, inputs_not_accepted, output_tensor,
                                  unfed_mask_parameters)
-from conformance.probes import AttentionRecorder, gathered
-from conformance.verdicts import Deviation, Failure, Missing
+from conformance.contract.probes import AttentionRecorder, gathered
+from conformance.contract.verdicts import Deviation, Failure, Missing
 
 PADDED_ROLES = ("attention", "multi_head_attention", "encoder_layer", "encoder", "decoder_layer", "decoder", "model")
 CAUSAL_ROLES = ("attention", "multi_head_attention", "decoder_layer", "decoder", "model")
@@ -318,7 +318,7 @@ def as_boolean(result, role):
         return result
     values = result.detach().to(torch.float64)
     if result.is_floating_point() and (torch.isinf(values).any() or (values < 0).any()):
-        raise Failure(f"{role}.additive_not_boolean", "a boolean mask, True = may attend (conformance.interface)",
+        raise Failure(f"{role}.additive_not_boolean", "a boolean mask, True = may attend (conformance.contract.interface)",
                       f"an additive {result.dtype} mask with values {sorted(set(values.flatten().tolist()))[:4]}")
     if not ((values == 0) | (values == 1)).all():
         raise Failure(f"{role}.not_boolean", "a boolean mask, True = may attend",

@@ -14,7 +14,7 @@ import operator
 import torch
 from hypothesis import strategies as st
 
-from conformance.interface import Config
+from conformance.contract.interface import Config
 
 DTYPES = (torch.float32, torch.float64)
 MAX_LEN = 12

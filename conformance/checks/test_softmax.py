@@ -10,11 +10,11 @@ import pytest
 import torch
 from hypothesis import given
 
-from conformance import strategies
-from conformance.harness import Case, canonical_inputs, inputs_not_accepted, output_tensor, role_instances
-from conformance.probes import (AttentionRecorder, SoftmaxCall, constant_ratio, gathered, sdpa_scale,
+from conformance.contract import strategies
+from conformance.contract.harness import Case, canonical_inputs, inputs_not_accepted, output_tensor, role_instances
+from conformance.contract.probes import (AttentionRecorder, SoftmaxCall, constant_ratio, gathered, sdpa_scale,
                                 set_identity_projections, split_heads)
-from conformance.verdicts import Failure, Missing
+from conformance.contract.verdicts import Failure, Missing
 
 ATTENTION_ROLES = ("attention", "multi_head_attention")
 ENCLOSING_ROLES = ("encoder_layer", "decoder_layer", "encoder", "decoder", "model")

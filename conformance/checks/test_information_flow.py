@@ -7,10 +7,10 @@ import pytest
 import torch
 from hypothesis import given
 
-from conformance import strategies
-from conformance.harness import PAD, Case, canonical_inputs, difference, output_tensor, seed_generators
-from conformance.probes import hooked
-from conformance.verdicts import Deviation, Failure, Missing
+from conformance.contract import strategies
+from conformance.contract.harness import PAD, Case, canonical_inputs, difference, output_tensor, seed_generators
+from conformance.contract.probes import hooked
+from conformance.contract.verdicts import Deviation, Failure, Missing
 
 ROLE = "model"
 
@@ -41,8 +41,8 @@ def reproduction_showing(case, component, lines, shown, inputs="src, tgt, src_ma
     """A reproduction that runs the author's own block on the check's inputs (a model through its own forward, or
     encode and decode: what it returns) as ``lines`` do, and prints ``shown``: the evidence of the finding."""
     return case.reproduction(component, "\n".join([
-        "from conformance.harness import output_tensor, seed_generators",
-        "from conformance.test_information_flow import causal, own_output",
+        "from conformance.contract.harness import output_tensor, seed_generators",
+        "from conformance.checks.test_information_flow import causal, own_output",
         f"{inputs} = canonical_inputs(case, {component!r})", *lines, f"print({shown})"]))
 
 

@@ -10,12 +10,13 @@ from hypothesis import given
 
 from adapters.building import is_graft
 from adapters.submission import load_implementation
-from conformance import strategies, variants
-from conformance.harness import (MODULE_ROLES, Case, assert_close, canonical_inputs, difference, inputs_not_accepted,
+from conformance.contract import strategies
+from conformance.diagnosis import variants
+from conformance.contract.harness import (MODULE_ROLES, Case, assert_close, canonical_inputs, difference, inputs_not_accepted,
                                  run, tolerance)
-from conformance.probes import dropout_control, set_identity_projections, split_heads
-from conformance.verdicts import Deviation, Failure, Missing
-from conformance.weights import (adopt_eps, layer_lists, map_reference_weights, parameter_shapes, pinned_by_shapes,
+from conformance.contract.probes import dropout_control, set_identity_projections, split_heads
+from conformance.contract.verdicts import Deviation, Failure, Missing
+from conformance.contract.weights import (adopt_eps, layer_lists, map_reference_weights, parameter_shapes, pinned_by_shapes,
                                  sub_layer_modules, zero_non_norm_parameters)
 
 DROPOUT_ROLES = ("positional_encoding", "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder",
@@ -101,7 +102,7 @@ def gap(actual, expected):
 
 def closest_variants(case, component, actual, inputs, start, good_enough, steps=3, eps=None):
     """The reference variants (at most one per slot, starting from ``start``) whose output comes closest to
-    ``actual``: a steepest descent over the slots of :mod:`conformance.variants` (each step makes the one change of
+    ``actual``: a steepest descent over the slots of :mod:`conformance.diagnosis.variants` (each step makes the one change of
     one slot that brings the outputs closest), stopping once the difference is ``good_enough``.
     Returns ``(variants, largest difference)``; ``eps``: the LayerNorms' eps when not the reference's
     (:func:`open_eps`)."""
@@ -246,7 +247,7 @@ def locate(case, component, actual, inputs, accepted, good_enough, eps=None):
 def test_agrees_with_reference(impl, device, contract, component, drawn):
     """With the reference's weights copied over (by name, or by registration order), the candidate computes what the
     reference computes (eval mode, dropout 0). When it does not, the known variants of the reference
-    (:mod:`conformance.variants`: pre-norm, a final LayerNorm, GELU, ... and the common mistakes) are tried, and the
+    (:mod:`conformance.diagnosis.variants`: pre-norm, a final LayerNorm, GELU, ... and the common mistakes) are tried, and the
     combination that reproduces the candidate's outputs names the deviation or the mistake. When none does, the
     candidate's sub-blocks are put in the reference's place one role at a time (:func:`locate`), and the smallest
     that makes the difference is named."""
@@ -254,7 +255,7 @@ def test_agrees_with_reference(impl, device, contract, component, drawn):
     m = case.build(component)
     ref = case.replace(impl=reference()).build(component)
     mapping = map_reference_weights(m, ref)
-    repro = case.reproduction(component, "# then copy the reference's weights: conformance.weights.map_reference_weights")
+    repro = case.reproduction(component, "# then copy the reference's weights: conformance.contract.weights.map_reference_weights")
     if getattr(m, "reads_a_start_token", False):
         raise Missing("adapter.model_prepends_start_token", "the reference's outputs for the same weights and inputs",
                       "the model's forward puts a start token of its own in front of the target (teacher forcing "
@@ -444,7 +445,7 @@ def check_dropout_placement(case, component):
             or first_change(dropped, controlled(True), case):
         return  # no dropout the checker controls (test_dropout_acts_in_training says whether there is one at all)
     repro = case.reproduction(component, "# in training, with every dropout of the d_model-wide activations made to "
-                                         "drop everything: conformance.probes.dropout_control")
+                                         "drop everything: conformance.contract.probes.dropout_control")
     for what, nullify in sub_layer_nullifiers(component, block, layers, inputs):
         nullify()
         change = first_change(dropped, controlled(True), case)

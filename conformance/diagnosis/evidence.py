@@ -10,7 +10,7 @@ Every fail and error record also names its evidence (:func:`evidence`). While a 
 calling pattern of each call it makes to its component (:class:`CheckCalls`: argument names, and of each tensor its
 rank, kind and axes of size 1); the author's enclosing blocks are run under a recorder of the same patterns
 (:func:`authors_calls`). A failure on a pattern that the author's outermost running block never uses is the checker's
-way of calling, not the author's bug. A failure of a role that the checks in place (``conformance.test_in_place``) also
+way of calling, not the author's bug. A failure of a role that the checks in place (``conformance.checks.test_in_place``) also
 find on the author's own forward pass is replayed there: its evidence is :data:`REPLAYED`, whatever the check's own
 call was."""
 import contextlib
@@ -24,8 +24,8 @@ import torch.nn as nn
 
 from adapters.behaviour import behaves
 from adapters.building import authors_own_blocks
-from conformance import harness
-from conformance.interface import FUNCTION_ROLES, ROLES, Config
+from conformance.contract import harness
+from conformance.contract.interface import FUNCTION_ROLES, ROLES, Config
 
 ENCLOSING = {
     "positional_encoding": ("model", "encoder", "decoder"),
@@ -328,7 +328,7 @@ class CheckCalls:
     """The calls one check makes to its component's role: module roles by hooks on the author's module inside what
     :meth:`Case.build` returns (the adapter's call as the author's forward receives it), function roles by watching
     the author's function for the length of each call. ``log``: ``[pattern, returned]`` items; ``replayed``: set
-    when the check ran the author's model to read the role in place (``conformance.test_in_place``)."""
+    when the check ran the author's model to read the role in place (``conformance.checks.test_in_place``)."""
 
     def __init__(self, role):
         self.role, self.log, self.replayed = role, [], False
@@ -452,23 +452,20 @@ class Evidence:
     not_as_author: str = ""
 
 
-def evidence(impl, role, cause, check_calls, crashed):
+def evidence(impl, role, cause, check_calls, crashed, in_place=None):
     """The :class:`Evidence` of a fail (``crashed`` False) or error record of ``role`` with ``cause``;
-    ``check_calls``: the check's :class:`CheckCalls` (None when it made none)."""
+    ``check_calls``: the check's :class:`CheckCalls` (None when it made none); ``in_place``: the checks in place,
+    ``(impl, role) -> causes`` found on the author's own forward pass (handed down by the plugin, which sits above
+    the checks), or None to replay nothing."""
     if ".disagrees_in_" in cause:
         return Evidence(REFERENCE_SUBSTITUTION)
     if check_calls is not None and check_calls.replayed:
         return Evidence(REPLAYED)
     found = on_the_checkers_call(impl, role, check_calls, crashed)
-    if found.kind == CHECKERS_CALL and not crashed and replayed_in_place(impl, role, cause):
+    if (found.kind == CHECKERS_CALL and not crashed and in_place is not None
+            and isinstance(getattr(impl, "roles", None), dict) and cause in in_place(impl, role)):
         return Evidence(REPLAYED)
     return found
-
-
-def replayed_in_place(impl, role, cause):
-    """Whether the checks in place find ``cause`` on ``role`` while the author's model runs its own forward pass."""
-    from conformance.test_in_place import findings  # (a module of checks: loaded once the checks run)
-    return isinstance(getattr(impl, "roles", None), dict) and cause in findings(impl, role)
 
 
 def on_the_checkers_call(impl, role, check_calls, crashed):

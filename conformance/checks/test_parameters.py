@@ -7,11 +7,11 @@ import pytest
 import torch
 from hypothesis import given
 
-from conformance import strategies
-from conformance.harness import MODULE_ROLES, Case, canonical_inputs, output_tensor
-from conformance.probes import hooked
-from conformance.verdicts import Deviation, Failure, Missing, note_on_pass
-from conformance.weights import inside, layer_lists, norm_modules
+from conformance.contract import strategies
+from conformance.contract.harness import MODULE_ROLES, Case, canonical_inputs, output_tensor
+from conformance.contract.probes import hooked
+from conformance.contract.verdicts import Deviation, Failure, Missing, note_on_pass
+from conformance.contract.weights import inside, layer_lists, norm_modules
 from reference import transformer as ref
 
 COUNTED = ("positional_encoding", "multi_head_attention", "feed_forward", "layer_norm", "sublayer_connection",
