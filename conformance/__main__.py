@@ -12,7 +12,8 @@ from conformance.diagnosis import causes
 from conformance.reports import report
 
 
-def main(argv=None):
+def command_line():
+    """The parser of ``python -m conformance``: one sub-command a job; what it does not know goes to pytest."""
     parser = argparse.ArgumentParser(prog="python -m conformance", description="Check Transformer implementations "
                                      "against 'Attention Is All You Need' and grade classes of them.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -29,7 +30,13 @@ def main(argv=None):
     causes_command = commands.add_parser("causes", help="print the catalogue of cause ids")
     causes_command.add_argument("--markdown", action="store_true", required=True,
                                 help="as a markdown table: id, paper section, meaning")
-    args, pytest_args = parser.parse_known_args(argv)
+    return parser
+
+
+def main(argv=None):
+    from conformance.grading import runner as grading
+    from conformance.grading import selfcheck
+    args, pytest_args = command_line().parse_known_args(argv)
     if args.command == "causes":
         print(causes.markdown(), end="")
         return 0
