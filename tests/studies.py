@@ -1,6 +1,8 @@
 """The style studies (``tests/styles/``): implementations written here, each in a style that public code uses, with
 an answer key beside it (``tests/styles/<name>.toml``, the format of ``tests/seed_keys/README.md`` plus two fields:
-``impl``, the path under ``tests/styles/`` that ``--impl`` takes, and ``style``, what the study imitates).
+``impl``, the path under ``tests/styles/`` that ``--impl`` takes, and ``style``, what the study imitates). A study
+made from another by one planted mistake holds no copy of it: its key's ``[edit]`` names the study's file it starts
+from (``from``), the ``line`` changed, the text there (``old``) and what replaces it (``new``).
 
 A study whose key lists no fail or error is *correct*: the suite must raise no fail or error on it and grading must
 give it full marks. Every other study carries bugs written on purpose, each listed in its key.
@@ -38,13 +40,27 @@ def is_correct(name):
     return not [f for f in answer_keys.read_key(key_path(name)).findings if f.kind in answer_keys.FLAGGED]
 
 
+def edited(edit):
+    """The text of the study file ``edit["from"]`` with ``edit["old"]`` replaced by ``edit["new"]`` on line
+    ``edit["line"]`` (an error when that line does not hold it: the key no longer fits the study it derives from)."""
+    lines = (STYLES / edit["from"]).read_text().splitlines(keepends=True)
+    line = lines[edit["line"] - 1]
+    if edit["old"] not in line:
+        raise ValueError(f"line {edit['line']} of {edit['from']} does not hold {edit['old']!r}: {line!r}")
+    lines[edit["line"] - 1] = line.replace(edit["old"], edit["new"])
+    return "".join(lines)
+
+
 def materialise(name, scratch):
-    """Copy study ``name`` under ``scratch/name/`` (some studies write beside their files when run) and return the
-    path ``--impl`` takes there."""
+    """Copy study ``name`` under ``scratch/name/`` (some studies write beside their files when run; a study derived
+    by an edit is written there edited) and return the path ``--impl`` takes there."""
     impl = Path(STUDIES[name])
     source = STYLES / impl.parts[0]
     target = Path(scratch) / name / impl.parts[0]
-    if source.is_dir():
+    if "edit" in HEADERS[name]:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(edited(HEADERS[name]["edit"]))
+    elif source.is_dir():
         shutil.copytree(source, target)
     else:
         target.parent.mkdir(parents=True, exist_ok=True)

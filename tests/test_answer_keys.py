@@ -107,3 +107,17 @@ def test_committed_seed_report_is_current(subject, tmp_path_factory):
     now = verdicts(subject_report(subject, tmp_path_factory))
     changed = {k: (committed.get(k), now.get(k)) for k in committed.keys() | now.keys() if committed.get(k) != now.get(k)}
     assert changed == {}, "verdicts changed (committed, now):\n" + "\n".join(f"{k}: {v}" for k, v in sorted(changed.items()))
+
+
+def test_a_derived_study_is_its_source_with_the_one_edit_of_its_key():
+    """A study derived by an edit (``[edit]`` in its key) differs from the study it starts from on that line only,
+    and an edit that no longer fits its source is an error, not a silently unchanged copy."""
+    for name, header in studies.HEADERS.items():
+        if "edit" not in header:
+            continue
+        edit = header["edit"]
+        source = (studies.STYLES / edit["from"]).read_text().splitlines()
+        derived = studies.edited(edit).splitlines()
+        assert [i + 1 for i, (a, b) in enumerate(zip(source, derived)) if a != b] == [edit["line"]], name
+        with pytest.raises(ValueError, match="does not hold"):
+            studies.edited({**edit, "line": edit["line"] + 1})
