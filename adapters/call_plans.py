@@ -14,7 +14,7 @@ import torch.nn as nn
 
 from adapters.lint import self_attributes
 from adapters.masks import LENGTHS, mask_lengths, to_convention, torch_mask
-from adapters.names import CALL_NAMES, CANONICAL_CALLS, normalize
+from adapters.names import CALL_NAMES, CANONICAL_CALLS, FUTURE_WORDS, normalize
 
 
 def constant(source):
@@ -137,8 +137,7 @@ def names_the_target_mask(name):
     if words & {"padding", "pad"} and not words & {"tgt", "trg", "target", "targets"} or words & {"enc", "encoder"} \
             and words & {"dec", "decoder"}:  # (the memory's padding, or the encoder-decoder attention's mask)
         return False
-    return bool(words & (WORDS["target"] - {"output", "out"} | {"targets", "look", "ahead", "lookahead", "causal",
-                                                                  "subsequent", "future", "nopeak"}))
+    return bool(words & (WORDS["target"] - {"output", "out"} | {"targets"} | FUTURE_WORDS))
 
 
 WORDS = {

@@ -18,7 +18,7 @@ import torch.nn as nn
 from adapters import multipliers
 from adapters.building import PROBE, Binding, build_from_plan, config_fields, probe_build, stack_layer_role
 from adapters.call_plans import name_words
-from adapters.names import SUBMODULE_NAMES, argument_role, normalize
+from adapters.names import FUTURE_WORDS, SUBMODULE_NAMES, argument_role, normalize
 
 
 def submodule_role(parameter, bindings, role):
@@ -309,8 +309,7 @@ def builds_a_module(role, target):
     return inspect.isclass(target) or (role == "model" and inspect.isfunction(target))
 
 
-CAUSAL_FLAG_WORDS = {"mask", "masked", "masking", "causal", "look", "ahead", "lookahead", "future", "subsequent",
-                     "autoregressive", "triangular", "nopeak"}
+CAUSAL_FLAG_WORDS = {"mask", "masked", "masking"} | FUTURE_WORDS
 """Words of a constructor flag that switches a block's own causal mask on (``masking=False``, ``causal=False``,
 ``mask_future=False``): the decoder's self-attention built with it, the encoder's without (§3.2.3)."""
 

@@ -150,6 +150,10 @@ def names_another_role_exactly(name, role):
     return any(n in synonyms for other, synonyms in NORMALIZED.items() if other != role)
 
 
+FUTURE_WORDS = {"causal", "look", "ahead", "lookahead", "future", "subsequent", "nopeak", "autoregressive",
+                "triangular"}
+"""Words that name the future positions a decoder hides (§3.2.3): in a mask argument's name (``look_ahead_mask``)
+it is the target's; in a constructor flag's (``causal=False``) the switch of a block's own causal mask."""
 ROLE_WORDS = {"sublayer_connection": ("sublayer", "residual"), "generator": ("generator",)}
 """Words that name a role inside a longer name (``SublayerLogic``, ``DecoderGenerator``)."""
 
