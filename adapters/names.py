@@ -135,12 +135,23 @@ def name_score(name, synonyms):
 
 
 def argument_role(name):
-    """The canonical hyperparameter a constructor argument name stands for, or None."""
+    """The canonical hyperparameter a constructor argument name stands for, or None; a size given once per side
+    (``enc_num_heads``, ``d_ff_decoder``) is the paper's one size (§3.1: both stacks have the same shape)."""
     n = normalize(name)
     for canonical, names in ARGUMENT_NAMES.items():
         if n in {normalize(s) for s in names}:
             return canonical
+    side, _, rest = name.lower().partition("_")
+    if side not in SIDES:  # or a suffix: ``d_model_encoder``
+        rest, _, side = name.lower().rpartition("_")
+    if side in SIDES and rest:
+        canonical = argument_role(rest)
+        return canonical if canonical not in ("vocab_size", "src_vocab", "tgt_vocab", "pad_idx") else None
     return None
+
+
+SIDES = ("enc", "dec", "encoder", "decoder")
+"""The prefixes that name the stack an argument sizes."""
 
 
 def names_another_role_exactly(name, role):
