@@ -226,3 +226,114 @@ def test_an_annotation_naming_a_missing_package_does_not_stop_the_class(tmp_path
     assert "annotations read as text" in loaded.problems[1].message
     assert not hasattr(loaded.module, "Broken")  # (a use that is no annotation still fails, and is reported)
     assert "absent_package_xyz" in loaded.problems[-1].message and len(loaded.problems) == 3
+
+
+SELF_AND_CROSS = {
+    "attention.py": textwrap.dedent('''
+        import sys
+        sys.path.insert(1, ".")
+
+        import math
+        import torch
+        import torch.nn as nn
+
+
+        class SelfAttention(nn.Module):
+            """Multi-head self-attention over one unpadded sequence: queries, keys and values from it."""
+            def __init__(self, d_model, n_heads, causal=False):
+                super().__init__()
+                self.n_heads, self.d_k, self.causal = n_heads, d_model // n_heads, causal
+                self.qkv, self.out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+
+            def forward(self, x):
+                q, k, v = (t.view(x.size(0), -1, self.n_heads, self.d_k).transpose(1, 2)
+                           for t in self.qkv(x).chunk(3, dim=-1))
+                scores = q @ k.transpose(-2, -1) / math.sqrt(SCALE)
+                if self.causal:
+                    future = torch.ones(x.size(1), x.size(1), dtype=torch.bool, device=x.device).triu(1)
+                    scores = scores.masked_fill(future, -1e9)
+                mixed = (scores.softmax(dim=-1) @ v).transpose(1, 2)
+                return self.out(mixed.reshape(x.size(0), -1, self.n_heads * self.d_k))
+
+
+        class CrossAttention(nn.Module):
+            """Multi-head encoder-decoder attention: queries from the decoder, keys and values from the memory."""
+            def __init__(self, d_model, n_heads):
+                super().__init__()
+                self.n_heads, self.d_k = n_heads, d_model // n_heads
+                self.q, self.kv, self.out = nn.Linear(d_model, d_model), nn.Linear(d_model, 2 * d_model), nn.Linear(d_model, d_model)
+
+            def forward(self, x, memory, mask=None):
+                split = lambda t: t.view(t.size(0), -1, self.n_heads, self.d_k).transpose(1, 2)
+                q, (k, v) = split(self.q(x)), (split(t) for t in self.kv(memory).chunk(2, dim=-1))
+                scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)
+                if mask is not None:
+                    scores = scores.masked_fill(mask == 0, -1e9)
+                mixed = (scores.softmax(dim=-1) @ v).transpose(1, 2)
+                return self.out(mixed.reshape(x.size(0), -1, self.n_heads * self.d_k))
+    '''),
+    "layers.py": textwrap.dedent('''
+        import sys
+        sys.path.insert(1, ".")
+
+        import torch
+        import torch.nn as nn
+
+        from attention import CrossAttention, SelfAttention
+
+
+        class FeedForward(nn.Module):
+            def __init__(self, d_model, d_ff):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+
+            def forward(self, x):
+                return self.net(x)
+
+
+        class DecoderLayer(nn.Module):
+            """Its ``scheme`` names a training recipe the checker cannot read: it stays unbuilt."""
+            def __init__(self, d_model, n_heads, d_ff, scheme):
+                super().__init__()
+                self.scheme = scheme
+                self.attn, self.cross = SelfAttention(d_model, n_heads, causal=True), CrossAttention(d_model, n_heads)
+                self.ff = FeedForward(d_model, d_ff)
+                self.norms = nn.ModuleList([nn.LayerNorm(d_model) for _ in range(3)])
+
+            def forward(self, x, memory, src_mask=None):
+                x = self.norms[0](x + self.attn(x))
+                x = self.norms[1](x + self.cross(x, memory, src_mask))
+                return self.norms[2](x + self.ff(x))
+    '''),
+}
+
+
+def write_project(tmp_path, scale):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    for name, source in SELF_AND_CROSS.items():
+        (folder / name).write_text(source.replace("SCALE", scale))
+    return folder
+
+
+def test_modules_setting_up_their_path_are_modules_of_definitions(tmp_path):
+    folder = write_project(tmp_path, "self.d_k")
+    assert [f.name for f in project_files(folder)] == ["attention.py", "layers.py"]
+
+
+def test_a_self_attention_class_beside_a_cross_attention_class_is_blamed_for_nothing(tmp_path):
+    folder = write_project(tmp_path, "self.d_k")
+    code, output, report = run_suite(f"--impl={folder}", tmp_path=tmp_path)
+    assert report is not None, output
+    records = {(c["component"], c["check"]): c for c in report["checks"]}
+    assert not blamed(records), blamed(records)
+    assert records[("multi_head_attention", "scores_scaled_by_inverse_sqrt_d_k")]["verdict"] == "pass"
+    assert any(n.startswith("decoder_layer: DecoderLayer does not work") for n in report["notes"]), report["notes"]
+
+
+def test_a_bug_in_the_self_attention_class_is_still_named(tmp_path):
+    folder = write_project(tmp_path, "self.n_heads * self.d_k")
+    code, output, report = run_suite(f"--impl={folder}", "-k", "scaled_by_inverse_sqrt_d_k", tmp_path=tmp_path)
+    records = {(c["component"], c["check"]): c for c in report["checks"]}
+    record = records[("multi_head_attention", "scores_scaled_by_inverse_sqrt_d_k")]
+    assert (record["verdict"], record["cause"]) == ("fail", "multi_head_attention.scale.sqrt_d_model"), record
