@@ -142,16 +142,18 @@ def argument_role(name):
         if n in {normalize(s) for s in names}:
             return canonical
     side, _, rest = name.lower().partition("_")
-    if side not in SIDES:  # or a suffix: ``d_model_encoder``
+    if side not in SIDES + SUMS:  # or a suffix: ``d_model_encoder``
         rest, _, side = name.lower().rpartition("_")
-    if side in SIDES and rest:
-        canonical = argument_role(rest)
-        return canonical if canonical not in ("vocab_size", "src_vocab", "tgt_vocab", "pad_idx") else None
-    return None
+    canonical = argument_role(rest) if side in SIDES + SUMS and rest else None
+    if side in SUMS:
+        return canonical if canonical == "dropout" else None
+    return canonical if canonical not in ("vocab_size", "src_vocab", "tgt_vocab", "pad_idx") else None
 
 
 SIDES = ("enc", "dec", "encoder", "decoder")
 """The prefixes that name the stack an argument sizes."""
+SUMS = ("pos", "emb")
+"""The prefixes of a dropout rate on the sums of embeddings and positions: the paper's one P_drop (§5.4)."""
 
 
 def names_another_role_exactly(name, role):

@@ -214,6 +214,7 @@ def test_a_size_given_once_per_stack_is_the_papers_one_size():
     assert [argument_role(n) for n in ("enc_num_heads", "d_ff_decoder", "dec_num_layers", "enc_dropout")] == \
         ["h", "d_ff", "N", "dropout"]
     assert argument_role("enc_vocab_size") == "src_vocab" and argument_role("dec_pad_token") is None
+    assert argument_role("pos_dropout") == "dropout" and argument_role("pos_max_len") is None  # (§5.4's P_drop)
 
 
 def test_an_annotation_naming_a_missing_package_does_not_stop_the_class(tmp_path):
