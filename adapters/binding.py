@@ -59,6 +59,8 @@ class Discovery:
     """role -> the reference's blocks built into it in place of the submission's own, which do not work"""
     broken: set = field(default_factory=set)
     """The roles bound although they fail under the canonical call on the probe configuration."""
+    unbuilt: dict = field(default_factory=dict)
+    """role -> the class found for it whose construction could not be planned (so not bound)."""
 
     def describe(self):
         lines = [b.describe() for b in self.bindings.values()]
@@ -150,7 +152,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
     found = candidates(namespace, modules)
     used = used_in_the_code(found, module_name, modules)
     overrides = overrides or {}
-    bindings, roles, notes, taken = {}, {}, [], set()
+    bindings, roles, notes, taken, unbuilt = {}, {}, [], set(), {}
     masks = overrides.get("masks", {})
     convention = masks.get("convention", "keep") + (HEAD_AXIS if masks.get("head_axis") else
                                                      KEY_VECTORS if masks.get("key_vectors") else "")
@@ -243,7 +245,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                 bindings[role] = binding
                 taken.add(binding.name)
             except (LookupError, ValueError, TypeError):
-                pass
+                unbuilt[role] = binding.name
     for role, binding in parts_in_built_blocks(bindings, found, taken).items():
         roles[role] = role_builder(binding, bindings, convention)
         problem = behaves(Implementation(module_name, roles), role)
@@ -341,7 +343,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                          f"{binding.name} builds itself and which does not work")
             grafts.setdefault(binding.role, []).append(f"the reference's {sub.role} standing in for {sub.name}")
     found = Discovery(roles, bindings, convention, notes, grafts,
-                      {role for role, binding in bindings.items() if not binding.works})
+                      {role for role, binding in bindings.items() if not binding.works}, unbuilt)
     if found.unusable and not {"head_axis", "key_vectors"} & set(masks):  # masks of another shape?
         base = base_convention(convention)
         for shape in ("head_axis", "key_vectors"):

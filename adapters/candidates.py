@@ -77,13 +77,15 @@ def ranked(role, found, taken, prefer=frozenset()):
     as its author does (``make_model``, rather than a class built of the checker's guesses), then best name first;
     an object already bound to another role is not a candidate. A function whose name says nothing is still a
     subsequent-mask helper when it makes one (:func:`makes_causal_mask`), ranked after the names."""
-    scored = []
+    scored, layers = [], single_layers(found)
     for name, obj in found.items():
-        if name in taken or not accepts(role, obj):
+        if name in taken or not accepts(role, obj) or (role in STACK_OF.values() and name in layers):
             continue
         short = name.rsplit(".", 1)[-1]
         score = name_score(short, ROLE_NAMES[role])
-        if score < 1 and names_another_role_exactly(short, role):
+        if not score and role in STACK_OF and name in layers and names_the_role(short, STACK_OF[role]):
+            score = name_score(short, ROLE_NAMES[STACK_OF[role]]) or WORD_SCORE  # a layer named for its stack
+        if score < 1 and names_another_role_exactly(short, role) and not (score and name in layers):
             continue
         if not score and (any(word in normalize(short) for word in ROLE_WORDS.get(role, ()))
                           or names_the_role(short, role)):
@@ -98,6 +100,44 @@ def ranked(role, found, taken, prefer=frozenset()):
             scored.append((score, name, obj))
     return sorted(scored, key=lambda t: (t[1] not in prefer, not (role == "model" and inspect.isfunction(t[2])),
                                          -t[0]))
+
+
+STACK_OF = {"encoder_layer": "encoder", "decoder_layer": "decoder"}
+"""The stack (§3.1: N identical layers) each layer role makes up."""
+
+
+def single_layers(found):
+    """The names of the candidate classes that another one builds over and over (in a comprehension, a loop or a
+    multiplied list: the N layers of a stack, §3.1) and that repeat no block themselves: one layer, whatever its
+    name (``Encoder`` holding one attention and one feed-forward, which the model stacks six times)."""
+    return repeated_layers(tuple((name, obj) for name, obj in found.items() if inspect.isclass(obj)))
+
+
+@functools.lru_cache(maxsize=64)
+def repeated_layers(classes):
+    names = {id(cls): name for name, cls in classes}
+    repeats = {name: blocks_repeated_in(cls, names) for name, cls in classes}
+    return frozenset(name for name in set().union(*repeats.values()) if not repeats[name]) if repeats else frozenset()
+
+
+def blocks_repeated_in(cls, names):
+    """The candidate classes (``names``: id -> name) that ``cls``'s source builds repeatedly: a call of theirs
+    inside a comprehension, a loop or a list multiplied (``nn.ModuleList([Layer(...) for _ in range(n)])``)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return set()
+    module = sys.modules.get(cls.__module__)
+    scope = vars(module) if module is not None else {}
+    repeated = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.For)) \
+                or (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+                target = resolved(call.func, scope)
+                if id(target) in names and target is not cls:
+                    repeated.add(names[id(target)])
+    return repeated
 
 
 def used_in_the_code(found, main, modules):

@@ -318,8 +318,9 @@ DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef
 
 def project_files(directory: Path) -> list[Path]:
     """The modules of a project folder that only define code: every top-level statement an import, a definition,
-    an assignment, a docstring, a ``try`` (of imports) or an ``if __name__ == "__main__"`` block; not tests, not
-    hidden or private folders, not a virtual environment; sorted, packages' ``__init__`` first."""
+    an assignment, a docstring, a ``try`` (of imports), a ``sys.path`` set-up or an ``if __name__ == "__main__"``
+    block; not tests, not hidden or private folders, not a virtual environment; sorted, packages' ``__init__``
+    first."""
     found = []
     for file in sorted(Path(directory).rglob("*.py")):
         parts = file.relative_to(directory).parts
@@ -331,13 +332,20 @@ def project_files(directory: Path) -> list[Path]:
             tree = ast.parse(_read_text(file))
         except (SyntaxError, ValueError, OSError, LoadError):
             continue
-        if all(isinstance(node, DEFINITIONS) or _is_docstring(node) or _is_main_guard(node) for node in tree.body):
+        if all(isinstance(node, DEFINITIONS) or _is_docstring(node) or _is_main_guard(node) or _is_path_setup(node)
+               for node in tree.body):
             found.append(file)
     return sorted(found, key=lambda f: (f.parent.parts, f.name != "__init__.py", f.name))
 
 
 def _is_docstring(node) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+
+
+def _is_path_setup(node) -> bool:
+    """``sys.path.insert(1, ".")``: a module making its sibling folders importable, still a module of definitions."""
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+        and ast.unparse(node.value.func) in ("sys.path.insert", "sys.path.append")
 
 
 def _is_main_guard(node) -> bool:

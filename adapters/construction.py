@@ -271,9 +271,11 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
 
 
 def tables(module):
-    """The tensors a module keeps besides its parameters: buffers, and tensors set as plain attributes."""
+    """The tensors a module keeps besides its learned weights: buffers, frozen parameters (a sinusoid table held
+    as ``nn.Parameter`` with ``requires_grad = False``), and tensors set as plain attributes."""
     for m in module.modules():
         yield from m.buffers(recurse=False)
+        yield from (p for p in m.parameters(recurse=False) if not p.requires_grad)
         yield from (v for v in vars(m).values() if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter))
 
 

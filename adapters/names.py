@@ -135,12 +135,25 @@ def name_score(name, synonyms):
 
 
 def argument_role(name):
-    """The canonical hyperparameter a constructor argument name stands for, or None."""
+    """The canonical hyperparameter a constructor argument name stands for, or None; a size given once per side
+    (``enc_num_heads``, ``d_ff_decoder``) is the paper's one size (§3.1: both stacks have the same shape)."""
     n = normalize(name)
     for canonical, names in ARGUMENT_NAMES.items():
         if n in {normalize(s) for s in names}:
             return canonical
-    return None
+    side, _, rest = name.lower().partition("_")
+    if side not in SIDES + SUMS:  # or a suffix: ``d_model_encoder``
+        rest, _, side = name.lower().rpartition("_")
+    canonical = argument_role(rest) if side in SIDES + SUMS and rest else None
+    if side in SUMS:
+        return canonical if canonical == "dropout" else None
+    return canonical if canonical not in ("vocab_size", "src_vocab", "tgt_vocab", "pad_idx") else None
+
+
+SIDES = ("enc", "dec", "encoder", "decoder")
+"""The prefixes that name the stack an argument sizes."""
+SUMS = ("pos", "emb")
+"""The prefixes of a dropout rate on the sums of embeddings and positions: the paper's one P_drop (§5.4)."""
 
 
 def names_another_role_exactly(name, role):

@@ -110,6 +110,7 @@ def load_from_path(path):
     return Implementation(path, roles, origin=path, notes=notes, padding=padding,
                           locate=loaded.position, read=read_code(loaded, trees, names, namespace), grafts=found.grafts,
                           unbound=loaded.unbound, broken=found.broken, size_knobs=knobs, observed=observation,
+                          unbuilt=found.unbuilt,
                           repair=repairer(path, loaded, trees, lambda new: discover(
                               new, loaded.module.__name__, overrides, modules, observation).roles))
 

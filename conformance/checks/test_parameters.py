@@ -263,7 +263,7 @@ def test_parameter_count(impl, device, contract, component, drawn):
     4(d^2 + d) per attention, 2 d d_ff + d_ff + d per feed-forward network, 2d per LayerNorm, ..."""
     case = Case(impl, device=device, **drawn)
     m = case.build(component)
-    cfg, observed = case.cfg, sum(p.numel() for p in m.parameters())
+    cfg, observed = case.cfg, count([m])
     fed = impl.hyperparameters(component)
     width = built_d_ff(m, cfg) if fed is not None and "d_ff" not in fed else None  # fixed in the code itself
     expected = closed_form(component, cfg, d_ff=width)
@@ -279,7 +279,7 @@ def test_parameter_count(impl, device, contract, component, drawn):
         f"; not counting {what} ({count})" for what, count in others)
     if contract == "practice" and component in STACKS:
         requirement += " plus a final LayerNorm per stack (contract 'practice')"
-    repro = case.reproduction(component, "print(sum(p.numel() for p in m.parameters()))")
+    repro = case.reproduction(component, "print(sum(p.numel() for p in m.parameters() if p.requires_grad))")
     combo = best_reading(observed - expected, variants, m, cfg, contract, component)
     if combo:
         causes, words = describe(combo)
@@ -356,7 +356,9 @@ def output_projections(m, d_model, vocabularies):
 
 
 def count(modules):
-    return sum(p.numel() for p in {id(p): p for mod in modules for p in mod.parameters()}.values())
+    """The distinct learned parameters of ``modules``: a frozen one (``requires_grad = False``, a sinusoid table kept
+    as a parameter, §3.5) is a constant, not a parameter of the paper's count."""
+    return sum(p.numel() for p in {id(p): p for mod in modules for p in mod.parameters() if p.requires_grad}.values())
 
 
 def shared_head_projections(m, cfg):

@@ -30,12 +30,13 @@ def observe_attention(case, component, module=None, head_major=False):
     laid out head by head (``probes.identity_weight``). A block that takes no key input
     (``forward(x)``: self-attention, its encoder-decoder attention another class) is measured as self-attention,
     keys and values the queries' own sequence (§3.2.3), when the submission has a decoder to attend to the encoder's
-    output another way (its own checks say whether it does).
+    output another way (its own checks say whether it does; a decoder class the checker could not build still
+    shows the author's encoder-decoder attention is elsewhere).
     """
     module = module if module is not None else case.build(component)
     missing, signature = inputs_not_accepted(module)
     if "key" in missing:
-        if not any(case.impl.has(role) for role in DECODING_ROLES):
+        if not any(case.impl.has_code_for(role) for role in DECODING_ROLES):
             raise Failure(f"{component}.self_attention_only", "queries attending over separate keys and values "
                           "(§3.2.2; the encoder-decoder attention of §3.2.3 takes them from the encoder output)",
                           f"{signature} takes no key input, and no decoder does the encoder-decoder attention: "

@@ -96,12 +96,13 @@ class Implementation:
     """An implementation under test: a name and its role builders."""
 
     def __init__(self, spec, roles, origin=None, notes=(), locate=None, read=None, repair=None, grafts=None,
-                 unbound=None, broken=None, size_knobs=None, observed=None, padding=None):
+                 unbound=None, broken=None, size_knobs=None, observed=None, padding=None, unbuilt=None):
         self.spec = spec
         self.size_knobs = list(size_knobs or ())  # (module dict, global name, Config field): sizes read from globals
         self.observed = observed  # what running the author's own entry points showed (``adapters.observe``)
         self.padding = padding  # "lengths": the model takes its padding as sequence lengths (padded at the end)
         self.broken = broken  # discovered code: the roles failing under the canonical call on its probe configuration
+        self.unbuilt = dict(unbuilt or {})  # role -> the class found for it that could not be built: no builder
         self.grafts = dict(grafts or {})  # role -> the reference's blocks built into it in place of broken ones
         self.unbound = dict(unbound or {})  # name -> the failed import that was to bind it, while loading
         self.read = dict(read or {})  # role -> {cause: [message, ...]} found by reading the code (``read_code``)
@@ -125,6 +126,10 @@ class Implementation:
 
     def has(self, role):
         return role in self.roles
+
+    def has_code_for(self, role):
+        """Whether the code has a class for ``role``, built or not (its constructor beyond the checker's reading)."""
+        return role in self.roles or role in self.unbuilt
 
     def function(self, role):
         """The function playing a function role."""

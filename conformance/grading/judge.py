@@ -159,6 +159,7 @@ def serve(impl, fd):
         if op == "roles":
             return {"roles": sorted(target_impl.roles), "notes": [str(n) for n in target_impl.notes],
                     "spec": str(target_impl.spec), "read": target_impl.read,
+                    "unbuilt": sorted(getattr(target_impl, "unbuilt", {})),
                     "hyperparameters": {role: sorted(fed) for role in target_impl.roles
                                         if (fed := target_impl.hyperparameters(role)) is not None},
                     "dtypes": {role: str(fixed).removeprefix("torch.") for role in target_impl.roles
@@ -248,6 +249,7 @@ class RemoteImplementation:
         self.spec = answer["spec"] if type(answer.get("spec")) is str else "the submission"
         self.roles = [r for r in answer.get("roles", []) if type(r) is str]
         self.notes = [n for n in answer.get("notes", []) if type(n) is str]
+        self.unbuilt = [r for r in answer.get("unbuilt", []) if type(r) is str]
         self.read = read_findings(answer.get("read"))
         fed = answer.get("hyperparameters")
         self.fed = {role: {n for n in names if type(n) is str} for role, names in fed.items()
@@ -293,6 +295,10 @@ class RemoteImplementation:
 
     def has(self, role):
         return role in self.roles
+
+    def has_code_for(self, role):
+        """As ``Implementation.has_code_for``, as the submission's side reported it."""
+        return role in self.roles or role in self.unbuilt
 
     def function(self, role):
         if role not in self.roles:
