@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conformance import causes, plugin, variants
+from conformance import causes, diagnosis, variants
 from conformance.grading.judge import Raised
 from conformance.interface import ROLES, Config
 from conformance.test_embeddings import SCALES
@@ -179,9 +179,9 @@ def raised(exception):
 
 def test_an_unlisted_cause_is_the_checkers_error_naming_it():
     with pytest.raises(causes.UnlistedCause, match="'attention.made_up_cause'.*conformance/causes.py"):
-        plugin.classify(raised(Failure("attention.made_up_cause", "one thing", "another")), "attention")
+        diagnosis.classify(raised(Failure("attention.made_up_cause", "one thing", "another")), "attention")
     listed = raised(Failure("attention.mask_ignored", "one thing", "another"))
-    assert plugin.classify(listed, "attention")[:2] == ("fail", "attention.mask_ignored")
+    assert diagnosis.classify(listed, "attention")[:2] == ("fail", "attention.mask_ignored")
 
 
 def test_a_submissions_process_cannot_report_a_cause_the_checker_does_not_give():

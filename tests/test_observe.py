@@ -17,7 +17,7 @@ from adapters.masks import LENGTHS, mask_lengths
 from adapters.submission import load_implementation
 from conformance.harness import Case, canonical_inputs
 from conformance.interface import Config
-from conformance.plugin import classify
+from conformance.diagnosis import classify
 from conformance.verdicts import MISSING, Failure, Missing
 
 BLOCKS = '''
