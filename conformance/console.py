@@ -118,8 +118,9 @@ def distinct_findings_behind_errors(records):
 
 
 def without_numbers(text):
-    """``text`` with each number as ``#``: what two messages of one finding drawn at other sizes share."""
-    return re.sub(r"\d+(\.\d+)?(e-?\d+)?", "#", text)
+    """``text`` with each number as ``#`` but a line's after a file name (``model.py:12``): what two messages of one
+    finding drawn at other sizes share."""
+    return re.sub(r"(?<![:\d.])\d+(\.\d+)?(e-?\d+)?", "#", text)
 
 
 def nothing_checked_help(spec, notes):

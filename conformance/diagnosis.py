@@ -249,14 +249,10 @@ def role_location(impl, role):
     process)."""
     roles = getattr(impl, "roles", None)
     builder = roles.get(role) if isinstance(roles, dict) else None
-    target = getattr(builder, "target", builder)
-    try:
-        target = inspect.unwrap(target)
-    except ValueError:  # a chain of __wrapped__ that never ends
+    found = authors_code(getattr(builder, "target", builder))
+    if found is None:
         return None
-    code = crashes.first_code(target)
-    if code is None or is_checker_code(code.co_filename) or code.co_filename == REFERENCE_FILE:
-        return None
+    target, code = found
     locate = getattr(impl, "locate", None)
     if isinstance(target, type):
         return crashes.class_location(target, locate)
@@ -264,3 +260,32 @@ def role_location(impl, role):
         f"{code.co_filename}:{code.co_firstlineno}"
     return f"{at} in {getattr(target, '__qualname__', code.co_name)}"
 
+
+
+def authors_code(target, depth=3):
+    """``(class or function, its first code object)`` of the author's behind ``target``: ``target`` itself, or what
+    the checker's wrapper of it closes over (an attention method called through ``adapters.wrapping``), ``depth``
+    wrappers deep at most; None for code of the checker's, the reference's or a library's."""
+    try:
+        target = inspect.unwrap(target)
+    except ValueError:  # a chain of __wrapped__ that never ends
+        return None
+    code = crashes.first_code(target)
+    if code is None or code.co_filename == REFERENCE_FILE:
+        return None
+    if not is_checker_code(code.co_filename):
+        return target, code
+    for cell in (getattr(target, "__closure__", None) or ()) if depth else ():
+        inner = getattr(cell.cell_contents, "__func__", cell.cell_contents) if cell_is_set(cell) else None
+        found = authors_code(inner, depth - 1) if callable(inner) else None
+        if found is not None:
+            return found
+    return None
+
+
+def cell_is_set(cell):
+    try:
+        cell.cell_contents
+    except ValueError:  # a closure's variable not yet bound
+        return False
+    return True
