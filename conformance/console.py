@@ -21,7 +21,7 @@ def pytest_terminal_summary(terminalreporter, config):
     if not records or hasattr(config, "workerinput"):
         return
     notes = config.stash.get(NOTES, [])
-    lines = [*(line for note in notes for line in wrapped(note, "note: ", " " * 6)), ""]
+    lines = [*(line for note in notes for line in wrapped(note, "note: ", " " * 6)), *([""] if notes else [])]
     for table in verdict_tables(summary_table(records)):
         lines += [*table, ""]
     lines += finding_lines(records)

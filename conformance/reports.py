@@ -42,7 +42,7 @@ def markdown(data, title=None):
     for (verdict, component, cause), group in findings(data["checks"]):
         checks = ", ".join(sorted({r["check"] for r in group}))
         message = group[0]["message"].splitlines()[0].removeprefix(f"{cause}: ")
-        where = f" (at {group[0]['where']})" if group[0].get("where") else ""
+        where = f"; the role: {group[0]['where']}" if group[0].get("where") else ""
         lines.append(f"- **{verdict}** `{component}` ({checks}){evidence_tag(group)}: `{cause}`: {message}{where}")
     noted = sorted({(r["component"], r["check"], r["message"]) for r in data["checks"]
                     if r["verdict"] == "pass" and r["message"]})
