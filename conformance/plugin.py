@@ -21,10 +21,10 @@ from conformance.console import pytest_terminal_summary
 from conformance.diagnosis import classify
 from conformance.hypothesis_setup import function_digest
 from conformance.options import IMPL, PART_OF_A_RUN, pytest_addoption, pytest_configure
-from conformance.reporting import (findings, first_line, pytest_pyfunc_call, pytest_runtest_logreport,
-                                   pytest_runtest_makereport, pytest_sessionfinish, pytest_sessionstart)
+from conformance.reporting import (findings, first_line, pytest_pyfunc_call, pytest_runtest_makereport,
+                                   pytest_sessionfinish, pytest_sessionstart)
 
-__all__ = ["check_of", "classify", "component_of", "contract", "device", "family_of", "findings",
-           "first_line", "function_digest", "impl", "IMPL", "implementation", "PART_OF_A_RUN", "pytest_addoption",
-           "pytest_collection_modifyitems", "pytest_configure", "pytest_pyfunc_call", "pytest_runtest_logreport",
-           "pytest_runtest_makereport", "pytest_sessionfinish", "pytest_sessionstart", "pytest_terminal_summary"]
+__all__ = ["check_of", "classify", "component_of", "contract", "device", "family_of", "findings", "first_line",
+           "function_digest", "impl", "IMPL", "implementation", "PART_OF_A_RUN", "pytest_addoption",
+           "pytest_collection_modifyitems", "pytest_configure", "pytest_pyfunc_call", "pytest_runtest_makereport",
+           "pytest_sessionfinish", "pytest_sessionstart", "pytest_terminal_summary"]

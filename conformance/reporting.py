@@ -156,25 +156,25 @@ def set_outcome(report, item, record):
         report.longrepr = f"[{record['component']}] {record['cause']}"
 
 
-def pytest_runtest_logreport(report):
-    """The records reach the run's results here, in the process that reports (pytest-xdist's controller)."""
-    if CONFIG is None:
-        return
-    for key, value in report.user_properties:
-        if key == "conformance":
-            CONFIG.stash[RESULTS].append(value)
-        elif key == "conformance_notes":
-            CONFIG.stash[NOTES] = value
+class RunResults:
+    """The run's results, gathered in the process that reports (pytest-xdist's controller, which receives the
+    workers' reports): the records each check's report carries, and the notes of the first. Registered with pytest
+    when the session starts, since pytest gives its report hook no config."""
 
+    def __init__(self, config):
+        self.config = config
 
-CONFIG = None
-"""The configuration of the session, for :func:`pytest_runtest_logreport` (its hook is given no config)."""
+    def pytest_runtest_logreport(self, report):
+        for key, value in report.user_properties:
+            if key == "conformance":
+                self.config.stash[RESULTS].append(value)
+            elif key == "conformance_notes":
+                self.config.stash[NOTES] = value
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
-    global CONFIG
-    CONFIG = session.config
+    session.config.pluginmanager.register(RunResults(session.config), "conformance-results")
 
 
 def nothing_checked(config, records):
