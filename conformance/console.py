@@ -9,7 +9,7 @@ from conformance.interface import ROLES
 from conformance.options import FAMILIES, NOTES, RESULTS
 from conformance.reporting import (evidence_tag, first_line, grouped, nothing_checked, role_order,
                                    unmatched_expectations)
-from conformance.verdicts import PASS, parse_message, summary_table
+from conformance.verdicts import MISSING, PASS, parse_message, summary_table
 
 WIDTH = 120
 INDENT = " " * 10
@@ -72,10 +72,11 @@ def table_lines(table, components, families):
 def finding_lines(records):
     """Each finding once (:func:`distinct_findings`): its verdict, the components and checks it came from (the
     checks on a line of their own below when they do not fit beside) and the kind of its evidence; its message;
-    where the role is in the author's code; its reproduction. Then what the checks that ended in an error find
-    once the crash is repaired."""
+    where the role is in the author's code; its reproduction (but for what the checker could not check). Then what
+    the checks that ended in an error find once the crash is repaired."""
     lines = []
-    for (verdict, cause, _, where), group in distinct_findings(records):
+    for (verdict, cause, _), group in distinct_findings(records):
+        where = group[0].get("where")
         tag = " (expected)" if all(r.get("expected") for r in group) else ""
         heading = f"{verdict.upper():9} {components_of(group)}: {checks_of(group)}{tag}{evidence_tag(group)}"
         short = len(heading) <= WIDTH
@@ -85,7 +86,7 @@ def finding_lines(records):
         lines += [] if short else wrapped(f"checks: {checks_of(group)}", INDENT)
         reproduction = parse_message(group[0]["message"], cause)[2].partition("\nbehind this error")[0]
         lines += [INDENT + "Reproduce:", *(INDENT + "  " + line for line in reproduction.splitlines())] \
-            if reproduction else []
+            if reproduction and verdict != MISSING else []
     for (verdict, cause, _, crash), group in distinct_findings_behind_errors(records):
         lines += wrapped(f"{components_of(group)} behind {crash}", f"{verdict.upper():9} ")
         lines += wrapped(first_line(group[0]["behind"]["message"]) if cause else "passes once repaired", INDENT)
@@ -102,11 +103,12 @@ def checks_of(group):
 
 
 def distinct_findings(records):
-    """``[((verdict, cause, message's first line without numbers, where), [record, ...])]``: the non-passing checks,
-    one group per finding, whichever components and checks it came from: the same verdict, cause and location, and
-    the same message but for its numbers (the sizes each check drew). A crash in one class of the author's,
+    """``[((verdict, cause, place), [record, ...])]``: the non-passing checks, one group per finding, whichever
+    components and checks it came from: the same verdict and cause, and the same place, which is the role's
+    location in the author's code (``where``) when the record has one, else its message but for its numbers (the
+    sizes each check drew; a crash's message names the line that raised). A crash in one class of the author's,
     reached by the checks of every block built with it, is one finding."""
-    return grouped(((r["verdict"], r["cause"], without_numbers(first_line(r["message"])), r.get("where", "")), r)
+    return grouped(((r["verdict"], r["cause"], r.get("where") or without_numbers(first_line(r["message"]))), r)
                    for r in records if r["verdict"] != PASS)
 
 

@@ -58,7 +58,7 @@ def test_one_crash_reached_from_many_checks_and_components_is_one_finding_listin
     assert flat.count(CRASH.format(12)) == 1 and flat.count(CRASH.format(40)) == 1
 
 
-def test_messages_differing_only_by_the_drawn_sizes_are_one_finding_other_causes_or_places_are_not():
+def test_one_cause_at_one_place_is_one_finding_whatever_each_check_says_other_causes_or_places_are_not():
     scaled = "multi_head_attention.scale.sqrt_d_model: the paper requires 1/sqrt(d_k) = {}; observed {}"
     records = [record("multi_head_attention", "scores_scaled", FAIL, "multi_head_attention.scale.sqrt_d_model",
                       scaled.format(0.5, 0.25), where="m.py:40 in class MultiHeadAttention"),
@@ -70,9 +70,12 @@ def test_messages_differing_only_by_the_drawn_sizes_are_one_finding_other_causes
                       where="m.py:40 in class MultiHeadAttention"),
                record("attention", "scores_scaled", FAIL, "multi_head_attention.scale.sqrt_d_model",
                       scaled.format(0.5, 0.25), where="m.py:25 in scaled_dot_product_attention")]
+    records.append(record("multi_head_attention", "weights_sum_to_one", FAIL, "multi_head_attention.scale.sqrt_d_model",
+                          "multi_head_attention.scale.sqrt_d_model: the paper requires rows summing to 1; observed "
+                          "a temperature of 2", where="m.py:40 in class MultiHeadAttention"))
     found = console.distinct_findings(records)
     assert sorted(sorted(r["check"] for r in group) for _, group in found) == [
-        ["agrees_with_reference", "scores_scaled"], ["scores_scaled"], ["softmax_rows"]]
+        ["agrees_with_reference", "scores_scaled", "weights_sum_to_one"], ["scores_scaled"], ["softmax_rows"]]
     text = "\n".join(console.finding_lines(records))
     assert "at m.py:40 in class MultiHeadAttention" in text and "at m.py:25 in scaled_dot_product_attention" in text
 
