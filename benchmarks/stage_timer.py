@@ -57,11 +57,11 @@ def timed(stage, function):
 
 def pytest_configure(config):
     from adapters import submission
-    from conformance import plugin
+    from conformance import collection
     for stage in READING:
         name = "load_implementation" if stage == "load" else stage
         setattr(submission, name, timed(stage, getattr(submission, name)))
-    plugin.load_implementation = submission.load_implementation
+    collection.load_implementation = submission.load_implementation
 
 
 def since_process_start():

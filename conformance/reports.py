@@ -11,7 +11,8 @@ from pathlib import Path
 from tabulate import tabulate
 
 from conformance.contract.interface import ROLES
-from conformance.plugin import FAMILIES, evidence_tag, findings, findings_behind_errors, first_line
+from conformance.options import FAMILIES
+from conformance.reporting import evidence_tag, findings, findings_behind_errors, first_line
 
 
 def run_checks(impl, report_json, *pytest_args, timeout=600):
@@ -41,7 +42,8 @@ def markdown(data, title=None):
     for (verdict, component, cause), group in findings(data["checks"]):
         checks = ", ".join(sorted({r["check"] for r in group}))
         message = group[0]["message"].splitlines()[0].removeprefix(f"{cause}: ")
-        lines.append(f"- **{verdict}** `{component}` ({checks}){evidence_tag(group)}: `{cause}`: {message}")
+        where = f"; the role: {group[0]['where']}" if group[0].get("where") else ""
+        lines.append(f"- **{verdict}** `{component}` ({checks}){evidence_tag(group)}: `{cause}`: {message}{where}")
     noted = sorted({(r["component"], r["check"], r["message"]) for r in data["checks"]
                     if r["verdict"] == "pass" and r["message"]})
     if noted:

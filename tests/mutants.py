@@ -18,13 +18,12 @@ from pathlib import Path
 
 import nbformat
 
-from conformance import plugin
 from conformance.contract.interface import ROLES
+from conformance.options import FAMILIES
 from reference.transformer import CONFORMANCE_ROLES as ROLE_OBJECTS
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "reference" / "transformer.py"
-FAMILIES = plugin.FAMILIES
 
 
 class StaleMutant(ValueError):

@@ -6,7 +6,7 @@ import inspect
 import pytest
 import torch
 
-from conformance import plugin
+from conformance.diagnosis import classify as diagnosis
 from conformance.contract.interface import Config, Implementation
 from reference import transformer as ref
 
@@ -17,7 +17,7 @@ DRAWN = dict(cfg=CFG, batch=3, src_len=5, tgt_len=4, dtype=torch.float64, seed=1
 def cause_of(check, component, roles, contract="paper", grafts=None, **drawn):
     """The cause ``check`` gives for ``component`` on the reference with ``roles`` in place of its own ("pass" when
     it passes), on one drawn setting (:data:`DRAWN`, changed by ``drawn``), as the plugin reports it
-    (``plugin.classify``: a crash the checker's own doing is named so)."""
+    (``conformance.diagnosis.classify.classify``: a crash the checker's own doing is named so)."""
     impl = Implementation("test", {**ref.CONFORMANCE_ROLES, **roles}, grafts=grafts)
     run = check.hypothesis.inner_test
     arguments = dict(impl=impl, device="cpu", component=component, drawn={**DRAWN, **drawn})
@@ -27,5 +27,5 @@ def cause_of(check, component, roles, contract="paper", grafts=None, **drawn):
         run(**arguments)
     except Exception as exc:  # noqa: BLE001 - what the plugin would make of it, the traceback from the check on
         exc = exc.with_traceback(exc.__traceback__.tb_next)  # (as under pytest, whose frames are library code)
-        return plugin.classify(pytest.ExceptionInfo.from_exception(exc), component, impl=impl)[1]
+        return diagnosis.classify(pytest.ExceptionInfo.from_exception(exc), component, impl=impl)[1]
     return "pass"

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conformance.diagnosis import causes, variants
-from conformance import plugin
+from conformance.diagnosis import classify as diagnosis
 from conformance.grading.judge import Raised
 from conformance.contract.interface import ROLES, Config
 from conformance.checks.test_embeddings import SCALES
@@ -180,9 +180,9 @@ def raised(exception):
 
 def test_an_unlisted_cause_is_the_checkers_error_naming_it():
     with pytest.raises(causes.UnlistedCause, match="'attention.made_up_cause'.*conformance/diagnosis/causes.py"):
-        plugin.classify(raised(Failure("attention.made_up_cause", "one thing", "another")), "attention")
+        diagnosis.classify(raised(Failure("attention.made_up_cause", "one thing", "another")), "attention")
     listed = raised(Failure("attention.mask_ignored", "one thing", "another"))
-    assert plugin.classify(listed, "attention")[:2] == ("fail", "attention.mask_ignored")
+    assert diagnosis.classify(listed, "attention")[:2] == ("fail", "attention.mask_ignored")
 
 
 def test_a_submissions_process_cannot_report_a_cause_the_checker_does_not_give():

@@ -11,7 +11,7 @@ from adapters.building import PROBE, Binding, build_from_plan, is_graft
 from adapters.call_plans import call_plan, constant
 from adapters.masks import FULL_SHAPE, full_masks, to_convention
 from adapters.names import CANONICAL_CALLS
-from conformance import plugin
+from conformance.diagnosis import classify as diagnosis
 from conformance.contract.interface import Implementation
 from tests.suite import run_on_source
 
@@ -189,6 +189,6 @@ def test_a_crash_inside_the_checkers_own_code_through_library_code_is_the_checke
         constant("value:(")  # the checker's own code, raising in the standard library's parser
     except SyntaxError as exc:
         info = pytest.ExceptionInfo.from_exception(exc.with_traceback(exc.__traceback__.tb_next))
-    verdict, cause, message = plugin.classify(info, "feed_forward", impl=Implementation("test", {}))
+    verdict, cause, message = diagnosis.classify(info, "feed_forward", impl=Implementation("test", {}))
     assert (verdict, cause) == ("missing", "adapter.check_crashed"), message
     assert "call_plans.py" in message, message

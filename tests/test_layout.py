@@ -125,6 +125,31 @@ def test_a_stage_imports_only_the_stages_before_it(module):
 ABOVE_ADAPTERS = ("conformance.plugin", "conformance.diagnosis", "conformance.checks", "conformance.grading")
 
 
+PLUGIN = ["conformance.hypothesis_setup", "conformance.options", "conformance.collection", "conformance.diagnosis.classify",
+          "conformance.reporting", "conformance.console", "conformance.plugin"]
+"""The plugin's modules, one per concern (``conformance/plugin.py`` says which), each importing only those before
+it: the hypothesis set-up, the options, the collection of the checks, the diagnosis of what a check raised, the
+verdict records, the terminal summary; ``plugin`` registers them all with pytest."""
+
+
+@pytest.mark.parametrize("module", PLUGIN)
+def test_a_plugin_module_imports_only_the_plugin_modules_before_it(module):
+    later = sorted(m for m in imported(module) if m in PLUGIN[PLUGIN.index(module):])
+    assert later == [], f"{module} imports {later}, which come at or after it in the plugin's order"
+
+
+@pytest.mark.parametrize("module", PLUGIN[:-1])
+def test_a_plugin_module_loads_neither_the_checks_nor_grading_nor_a_later_concern(module):
+    above = ("conformance.checks.test_", "conformance.grading", *PLUGIN[PLUGIN.index(module) + 1:])
+    loaded = [m for m in loaded_by(module) if m.startswith(above)]
+    assert loaded == [], f"importing {module} imported {loaded}"
+
+
+def test_the_plugin_registers_every_concern():
+    """pytest registers ``conformance.plugin`` alone: a concern it does not import would have its hooks unheard."""
+    assert set(PLUGIN[:-1]) - imported("conformance.plugin", everywhere=False) == set()
+
+
 @pytest.mark.parametrize("module", ["adapters", "adapters.submission"])
 def test_adapters_import_neither_the_checks_nor_grading(module):
     above = [m for m in loaded_by(module) if m.startswith(ABOVE_ADAPTERS)]

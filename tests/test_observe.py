@@ -17,7 +17,7 @@ from adapters.masks import LENGTHS, mask_lengths
 from adapters.submission import load_implementation
 from conformance.contract.harness import Case, canonical_inputs
 from conformance.contract.interface import Config
-from conformance.plugin import classify
+from conformance.diagnosis.classify import classify
 from conformance.contract.verdicts import MISSING, Failure, Missing
 
 BLOCKS = '''

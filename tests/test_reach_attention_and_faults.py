@@ -116,7 +116,7 @@ def test_attention_scores_and_weights(cause, check, component, roles):
     assert cause_of(check, component, {}) == "pass"
 
 
-# -- crashes the checker's own doing (plugin.checker_fault) -----------------------------------------------------
+# -- crashes the checker's own doing (conformance.diagnosis.classify.checker_fault) -----------------------------------------------------
 def without_dropout(d_model, h, d_ff):
     return ref.EncoderLayer(d_model, h, d_ff, 0.0)
 

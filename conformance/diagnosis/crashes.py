@@ -58,15 +58,22 @@ def class_without_forward(tb):
 def class_location(cls, locate):
     """``file:line in class X`` of a class's definition, else None: the ``class`` line above its first method (the
     file of its code, which for a notebook is its cell; ``inspect`` would search the module's file instead)."""
-    codes = [f.__code__ for f in vars(cls).values() if hasattr(f, "__code__")] if cls is not None else []
-    if not codes:
+    code = first_code(cls) if cls is not None else None
+    if code is None:
         return None
-    code = min(codes, key=lambda c: c.co_firstlineno)
     lines = linecache.getlines(code.co_filename)
     line = next((n for n in range(min(code.co_firstlineno, len(lines)), 0, -1)
                  if re.match(rf"\s*class\s+{cls.__name__}\b", lines[n - 1])), code.co_firstlineno)
     return f"{(locate(code.co_filename, line) if locate else None) or f'{code.co_filename}:{line}'} in class " \
            f"{cls.__name__}"
+
+
+def first_code(target):
+    """The code object of a function, or the first in the source of a class's own methods; else None."""
+    if isinstance(target, type):
+        codes = [f.__code__ for f in vars(target).values() if hasattr(f, "__code__")]
+        return min(codes, key=lambda c: c.co_firstlineno, default=None)
+    return getattr(getattr(target, "__func__", target), "__code__", None)
 
 
 def nested_forward(cls):

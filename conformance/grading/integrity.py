@@ -62,7 +62,7 @@ CLASS_DUNDERS = {"__eq__", "__ne__", "__bool__", "__call__", "__getattr__", "__g
                  "__torch_function__", "__torch_dispatch__", "__lt__", "__le__", "__gt__", "__ge__"}
 CRITICAL = ("torch.allclose", "torch.isclose", "torch.equal", "torch.testing.assert_close", "numpy.allclose",
             "numpy.isclose", "numpy.array_equal", "math.isclose", "conformance.contract.harness.difference",
-            "conformance.contract.harness.assert_close", "conformance.plugin.classify", "conformance.plugin.findings")
+            "conformance.contract.harness.assert_close", "conformance.diagnosis.classify.classify", "conformance.reporting.findings")
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 PROCESS_EVENTS = ("os.fork", "os.forkpty", "subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec",

@@ -1,0 +1,292 @@
+"""Diagnosis of what a check raised: the verdict, cause and message of a finding or a crash (:func:`classify`),
+telling the crashes of the author's code (an error, read by ``conformance.diagnosis.crashes``) from those of the checker's
+own doing (:func:`checker_fault`: an import that failed here, a call or configuration the code does not take, a
+precondition the call did not meet), which are no verdict on the code (``missing``, with an ``adapter.*`` cause);
+and where in the author's code the class or function playing a role is (:func:`role_location`)."""
+import ast
+import builtins
+import inspect
+import linecache
+import os
+import textwrap
+import traceback
+
+import pytest
+import torch
+
+from adapters.behaviour import TAKES_TOKEN_IDS
+from adapters.building import is_graft
+from adapters.lint import self_attributes
+from adapters.loading import MissingPackage
+from conformance.diagnosis import causes, crashes
+from conformance.contract import harness
+from conformance.diagnosis.evidence import author_runs_it, runs_at_the_papers_sizes
+from conformance.contract.interface import FUNCTION_ROLES, MissingRole
+from conformance.contract.verdicts import ERROR, FAIL, MISSING, Finding
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+CHECKER_DIRS = tuple(os.path.join(os.path.dirname(PACKAGE_DIR), d) + os.sep for d in ("conformance", "adapters"))
+LIBRARY_DIRS = tuple(os.path.dirname(os.path.dirname(m.__file__)) for m in (pytest, os))
+
+
+def is_checker_code(filename):
+    return filename.startswith(CHECKER_DIRS + LIBRARY_DIRS)
+
+
+def classify(excinfo, component, locate=None, impl=None):
+    """(verdict, cause, message) for an exception raised by a check; ``impl`` (the implementation) tells the
+    crashes that are the checker's own doing (:func:`checker_fault`). Every verdict record's cause comes from here:
+    a cause ``conformance.diagnosis.causes`` does not list raises :class:`conformance.diagnosis.causes.UnlistedCause`, naming it (an
+    internal error of the checker, not a verdict on the code)."""
+    verdict, cause, message = verdict_of(excinfo, component, locate, impl)
+    causes.require(cause)
+    return verdict, cause, message
+
+
+def verdict_of(excinfo, component, locate, impl):
+    """:func:`classify`'s (verdict, cause, message), the cause not yet checked against the catalogue."""
+    exc = excinfo.value
+    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause.endswith((".dropout_missing",
+                                                                                ".dropout_rate_ignored")) \
+            and not takes(impl, component, "dropout"):
+        return (MISSING, "adapter.dropout_rate_not_taken", f"{component}'s constructor takes no dropout rate, so the "
+                "checker cannot set one: where the code applies dropout, if anywhere, is judged with the block that "
+                f"does ({exc.cause}: {exc.observed})")
+    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause.endswith(".parameters.count") \
+            and component in ATTENTION_BLOCKS and not takes(impl, component, "h"):
+        return (MISSING, "adapter.head_count_not_taken", f"{component}'s constructor takes no head count, so the "
+                "checker cannot set the one the count was drawn for: a width its code splits into a head count of "
+                f"its own may not divide ({exc.cause}: {exc.observed})")
+    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause == "padding_mask.pad_idx_ignored" \
+            and not takes(impl, component, "pad_idx"):
+        return (MISSING, "adapter.pad_idx_not_taken", "the padding-mask helper takes no pad index, so the checker "
+                "cannot set one: its code fixes its own (a global or a constant), which a mask equal to "
+                f"(tokens != 0) may well be ({exc.cause}: {exc.observed})")
+    if isinstance(exc, Finding):
+        if exc.reproduction is None and exc.verdict != MISSING and harness.LATEST_CASE is not None:
+            exc.reproduction = harness.LATEST_CASE.reproduction(component)
+        return exc.verdict, exc.cause, exc.message
+    if isinstance(exc, MissingRole):
+        return MISSING, "role.missing", str(exc)
+    if isinstance(exc, (pytest.skip.Exception,)):
+        return MISSING, "skipped", str(exc)
+    crash = crashes.diagnose(exc, excinfo.tb, is_checker_code, locate)
+    message = crash.explanation[:500] + f" (at {crash.where})"
+    fault = checker_fault(impl, component, crash, exc, excinfo.tb)
+    if fault:
+        return MISSING, fault[0], f"{fault[1]}: {message}. {MAP_IT}"
+    outer = author_runs_it(impl, component) if impl is not None else None
+    if outer is not None:
+        return (MISSING, "adapter.call_not_as_author", f"{component} crashed under the checker's call, while the "
+                f"author's own {outer} calls it without a crash: the checker does not call it as its author does "
+                f"({message}). {MAP_IT}")
+    if "device" in str(exc) and any(words in str(exc) for words in ("Expected all tensors", "same device",
+                                                                     "not on the expected device")):
+        return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
+    if impl is not None and component in impl.roles and component not in FUNCTION_ROLES \
+            and runs_at_the_papers_sizes(impl, component):
+        return (MISSING, "adapter.sizes_fixed_by_the_code", f"{component} crashed at the checker's sizes, while built "
+                f"at the paper's widths (d_model = 512, h = 8, d_ff = 2048) it runs: its code fixes a size of its "
+                f"own ({message}). {MAP_IT}")
+    return ERROR, crash.cause, message
+
+
+ATTENTION_BLOCKS = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")
+
+
+def takes(impl, role, hyperparameter):
+    """Whether the builder of ``role`` feeds ``hyperparameter`` to the code (unknown counts as yes)."""
+    fed = impl.hyperparameters(role) if impl is not None and hasattr(impl, "hyperparameters") else None
+    return fed is None or hyperparameter in fed
+
+
+REFERENCE_FILE = os.path.join(os.path.dirname(PACKAGE_DIR), "reference", "transformer.py")
+MAP_IT = "The checker cannot tell whether the code is at fault: say what plays each role in a conformance.toml beside it"
+
+
+def checker_fault(impl, component, crash, exc, tb):
+    """``(cause, what the checker did)`` when a crash comes from how the checker loaded or called the code rather
+    than from the code itself, else None: a name the author's import would have bound had a package been installed;
+    a stack that embeds token ids, given vectors by the canonical call; a crash raised in the checker's own code
+    with none of the author's running (over an output of a form it did not expect); an ``assert`` of the author's testing only its
+    arguments (a precondition the call did not meet); a block that builds on discovery's probe configuration but
+    crashes in an ``__init__`` on a drawn one (or divides by a head width of 0 there, splitting the width by a head
+    count of its own); or a block of the reference the checker built in place of a broken
+    one of the author's and that the author's code calls otherwise (the crash runs through the reference's code,
+    or is a call not fitting its signature)."""
+    if impl is None:
+        return None
+    missing = getattr(exc, "name", None)
+    if isinstance(exc, MissingPackage):
+        return "adapter.import_failed", (f"{exc}: a package missing here, not a mistake (a placeholder stood in "
+                                         "for it while loading)")
+    if crash.cause == "error.undefined_name" and missing in getattr(impl, "unbound", {}):
+        return "adapter.import_failed", (f"{missing!r} was to come from an import that failed while loading "
+                                         f"({impl.unbound[missing]}): a package missing here, not a mistake")
+    assigned = getattr(getattr(impl, "observed", None), "assigned", {})
+    if crash.cause == "error.undefined_name" and missing in assigned:
+        return "adapter.global_set_by_main", (f"{missing!r} is a global that {assigned[missing]} sets, and running "
+                                              "it did not get that far here (adapters.observe): the code needs the "
+                                              "author's own run, not a fix")
+    if TAKES_TOKEN_IDS in str(exc):
+        return "adapter.takes_token_ids", (f"{component} embeds token ids itself, and the checker's canonical call "
+                                           "gives it vectors")
+    frames = [f for f, _ in traceback.walk_tb(tb) if not is_checker_code(f.f_code.co_filename)]
+    raised = crashes.raised_by_the_checker(tb, CHECKER_DIRS, LIBRARY_DIRS)
+    if not frames and raised is not None:
+        return "adapter.check_crashed", (f"the checker's own code ({os.path.basename(raised.f_code.co_filename)}, "
+                                         f"{raised.f_code.co_name}) failed, running none of {component}'s code (an "
+                                         "internal error of the checker, or an output of a form this check does not "
+                                         "assume)")
+    overflow = embedding_overflow(exc, tb)
+    case = harness.LATEST_CASE
+    if overflow is not None and case is not None and overflow[1] < max(case.cfg.src_vocab, case.cfg.tgt_vocab):
+        return "adapter.vocabulary_not_taken", (
+            f"an embedding table of {overflow[0]} rows was given token id {overflow[1]}, of the vocabularies the "
+            f"checker configured ({case.cfg.src_vocab} source and {case.cfg.tgt_vocab} target tokens): the code sizes "
+            "that table otherwise (from a configuration of its own, or one vocabulary for both sides, as §3.4's "
+            "shared matrix has it)")
+    setup = setup_method(exc)
+    if setup:
+        return "adapter.needs_setup_call", (f"the code sets {exc.name!r} in {setup}() and expects that method called "
+                                            "before this one, a protocol of its own the checker does not know")
+    broken = getattr(impl, "broken", None)  # None: the roles were named by the author (CONFORMANCE_ROLES)
+    if broken is not None and component in impl.roles and component not in broken and any(
+            f.f_code.co_name == "__init__" for f in frames):
+        case = harness.LATEST_CASE
+        return "adapter.configuration_not_supported", (
+            f"{component} builds on the configuration discovery tried but not on "
+            f"{case.cfg if case is not None else 'this one'} (a size its code assumes, such as a head count it sets "
+            "itself, does not fit)")
+    if isinstance(exc, ZeroDivisionError) and any(f.f_code.co_name == "__init__" for f in frames) \
+            and component in ATTENTION_BLOCKS and not takes(impl, component, "h"):
+        return "adapter.head_count_not_taken", (f"{component}'s constructor takes no head count: its code splits the "
+                                                "drawn width by a head count of its own, which leaves a head width of 0")
+    precondition = stated_precondition(exc, tb)
+    if precondition:
+        return "adapter.precondition_not_met", (f"the code states a precondition the checker's call or "
+                                                f"configuration did not meet ({precondition})")
+    grafts = getattr(impl, "grafts", {}).get(component)
+    if grafts and (crash.cause == "error.call_signature_mismatch"
+                   or any(f.f_code.co_filename == REFERENCE_FILE for f in frames)
+                   or (isinstance(exc, AttributeError) and is_graft(getattr(exc, "obj", None)))):
+        return "adapter.graft_does_not_fit", (f"{component} was built with {'; '.join(grafts)} (which does not work), "
+                                              "and the code calls that block otherwise")
+    return None
+
+
+def embedding_overflow(exc, tb):
+    """``(rows of the table, the largest token id looked up)`` for an ``index out of range`` IndexError raised
+    looking up an embedding table (torch's ``embedding``), or None for any other exception."""
+    if not isinstance(exc, IndexError) or "index out of range" not in str(exc):
+        return None
+    frame = next((f for f, _ in reversed(list(traceback.walk_tb(tb))) if f.f_code.co_name == "embedding"), None)
+    weight, ids = (frame.f_locals.get("weight"), frame.f_locals.get("input")) if frame is not None else (None, None)
+    if not (isinstance(weight, torch.Tensor) and weight.dim() == 2 and isinstance(ids, torch.Tensor) and ids.numel()):
+        return None
+    return weight.size(0), int(ids.max())
+
+
+def setup_method(exc):
+    """The method other than ``__init__`` that assigns the attribute an AttributeError could not find on a
+    module of the author's (``init_keys`` setting ``self.proj_keys``), or None."""
+    owner, name = getattr(exc, "obj", None), getattr(exc, "name", None)
+    if not isinstance(exc, AttributeError) or not isinstance(owner, torch.nn.Module) or not name:
+        return None
+    return next((method_name for method_name, method in vars(type(owner)).items()
+                 if method_name != "__init__" and callable(method) and name in (self_attributes(method) or ())), None)
+
+
+def stated_precondition(exc, tb):
+    """The statement of the author's code that raised ``exc``, when it states what its function's arguments must be:
+    an ``assert`` testing only them (``assert token_ids.ndim == 2``, ``assert d_model == d_word_vec``), or the
+    unpacking of an argument's shape (``batch_size, seq_len = x.size()``: an input of another rank was expected).
+    A precondition written for callers, so a call not meeting it was the checker's; None for any other crash."""
+    if not isinstance(exc, (AssertionError, ValueError)):
+        return None
+    frame, line = next(((f, n) for f, n in reversed(list(traceback.walk_tb(tb)))), (None, None))
+    if frame is None or is_checker_code(frame.f_code.co_filename):
+        return None
+    node = statement_at(frame.f_code.co_filename, line)
+    if isinstance(exc, AssertionError) and isinstance(node, ast.Assert):
+        tested = node.test
+    elif "values to unpack" in str(exc) and isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple):
+        tested = node.value if is_shape(node.value) else None
+    else:
+        tested = None
+    code = frame.f_code
+    arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) - {"self"}
+    names = {n.id for n in ast.walk(tested) if isinstance(n, ast.Name)} if tested is not None else set()
+    if not names or not names <= arguments | set(dir(builtins)):
+        return None
+    return f"{ast.unparse(node).splitlines()[0][:120]}, at {code.co_name}"
+
+
+def is_shape(node):
+    """``x.shape`` or ``x.size()``."""
+    if isinstance(node, ast.Call):
+        node = node.func if isinstance(node.func, ast.Attribute) and node.func.attr == "size" else None
+        return node is not None
+    return isinstance(node, ast.Attribute) and node.attr == "shape"
+
+
+def statement_at(filename, line):
+    """The statement starting at ``line`` of ``filename`` (through its continuation lines), or None."""
+    text = ""
+    for number in range(line, line + 6):
+        text += linecache.getline(filename, number)
+        try:
+            return ast.parse(textwrap.dedent(text)).body[0]
+        except (SyntaxError, IndexError):
+            continue
+    return None
+
+
+
+def role_location(impl, role):
+    """``file:line in X``: where the class or function of the author's that plays ``role`` is defined (a class at
+    its ``class`` line), the line mapped to its cell for a notebook or a post; None for a role the checker does
+    not place (one it stands in for with its own code, the reference's or torch's, or one served by another
+    process)."""
+    roles = getattr(impl, "roles", None)
+    builder = roles.get(role) if isinstance(roles, dict) else None
+    found = authors_code(getattr(builder, "target", builder))
+    if found is None:
+        return None
+    target, code = found
+    locate = getattr(impl, "locate", None)
+    if isinstance(target, type):
+        return crashes.class_location(target, locate)
+    at = (locate(code.co_filename, code.co_firstlineno) if locate else None) or \
+        f"{code.co_filename}:{code.co_firstlineno}"
+    return f"{at} in {getattr(target, '__qualname__', code.co_name)}"
+
+
+
+def authors_code(target, depth=3):
+    """``(class or function, its first code object)`` of the author's behind ``target``: ``target`` itself, or what
+    the checker's wrapper of it closes over (an attention method called through ``adapters.wrapping``), ``depth``
+    wrappers deep at most; None for code of the checker's, the reference's or a library's."""
+    try:
+        target = inspect.unwrap(target)
+    except ValueError:  # a chain of __wrapped__ that never ends
+        return None
+    code = crashes.first_code(target)
+    if code is None or code.co_filename == REFERENCE_FILE:
+        return None
+    if not is_checker_code(code.co_filename):
+        return target, code
+    for cell in (getattr(target, "__closure__", None) or ()) if depth else ():
+        inner = getattr(cell.cell_contents, "__func__", cell.cell_contents) if cell_is_set(cell) else None
+        found = authors_code(inner, depth - 1) if callable(inner) else None
+        if found is not None:
+            return found
+    return None
+
+
+def cell_is_set(cell):
+    try:
+        cell.cell_contents
+    except ValueError:  # a closure's variable not yet bound
+        return False
+    return True
