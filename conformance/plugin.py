@@ -12,19 +12,15 @@ each importing only those above it in this list:
 * ``conformance.reporting``: each check's verdict record, pytest's outcome, ``--report-json``;
 * ``conformance.console``: what the terminal shows at the end of the run.
 
-This module registers their hooks and fixtures with pytest, and holds the names grading reads from it.
+This module registers their hooks and fixtures with pytest.
 """
 import conformance.startup  # noqa: F401  (first: before hypothesis is imported)
-from conformance.collection import (check_of, component_of, contract, device, family_of, impl, implementation,
-                                    pytest_collection_modifyitems)
+from conformance.collection import contract, device, impl, pytest_collection_modifyitems
 from conformance.console import pytest_terminal_summary
-from conformance.diagnosis.classify import classify
-from conformance.hypothesis_setup import function_digest
-from conformance.options import IMPL, PART_OF_A_RUN, pytest_addoption, pytest_configure
-from conformance.reporting import (findings, first_line, pytest_pyfunc_call, pytest_runtest_makereport,
-                                   pytest_sessionfinish, pytest_sessionstart)
+from conformance.options import pytest_addoption, pytest_configure
+from conformance.reporting import (pytest_pyfunc_call, pytest_runtest_makereport, pytest_sessionfinish,
+                                   pytest_sessionstart)
 
-__all__ = ["check_of", "classify", "component_of", "contract", "device", "family_of", "findings", "first_line",
-           "function_digest", "impl", "IMPL", "implementation", "PART_OF_A_RUN", "pytest_addoption",
-           "pytest_collection_modifyitems", "pytest_configure", "pytest_pyfunc_call", "pytest_runtest_makereport",
-           "pytest_sessionfinish", "pytest_sessionstart", "pytest_terminal_summary"]
+__all__ = ["contract", "device", "impl", "pytest_addoption", "pytest_collection_modifyitems", "pytest_configure",
+           "pytest_pyfunc_call", "pytest_runtest_makereport", "pytest_sessionfinish", "pytest_sessionstart",
+           "pytest_terminal_summary"]

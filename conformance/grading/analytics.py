@@ -7,7 +7,7 @@ import statistics
 
 from conformance.diagnosis import causes as catalogue
 from conformance.contract.interface import ROLES
-from conformance.plugin import findings, first_line
+from conformance.reporting import findings, first_line
 from conformance.contract.verdicts import parse_message
 
 PAPER = {

@@ -26,7 +26,9 @@ import torch.nn as nn
 
 from adapters.submission import load_implementation
 from conformance.contract import harness, weights
-from conformance import plugin
+from conformance.collection import check_of, component_of, family_of, implementation
+from conformance.diagnosis.classify import classify
+from conformance.options import IMPL, PART_OF_A_RUN
 from conformance.diagnosis.causes import is_listed
 from conformance.grading import reproductions
 from conformance.contract.interface import Config, MissingRole
@@ -208,7 +210,7 @@ def serve(impl, fd):
                 served = chosen(request)
             except Exception:
                 served = impl
-            verdict, cause, message = plugin.classify(pytest.ExceptionInfo.from_exception(exc),
+            verdict, cause, message = classify(pytest.ExceptionInfo.from_exception(exc),
                                                       request.get("role", "model"), served.locate, served)
             reply = {"raised": [verdict, cause, message]}
         try:
@@ -239,7 +241,7 @@ class Raised(Finding):
 class RemoteImplementation:
     """The ``--impl=remote:FD`` implementation: roles served by another process over a :class:`Channel`; with
     ``repaired``, the roles of the submission with its crashes repaired (``Implementation.repaired``, for the look
-    behind an error of ``plugin.look_behind``)."""
+    behind an error of ``conformance.reporting.look_behind``)."""
 
     locate = None
 
@@ -400,9 +402,9 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     spec = str(config.getoption("impl"))
     if spec.startswith("remote:"):  # roles served by the process beside the submission's code
-        config.stash[plugin.IMPL] = connect(int(spec.removeprefix("remote:")))
+        config.stash[IMPL] = connect(int(spec.removeprefix("remote:")))
     if config.getoption("judged_apart") or config.getoption("serve_judge") is not None:
-        config.stash[plugin.PART_OF_A_RUN] = True
+        config.stash[PART_OF_A_RUN] = True
 
 
 @pytest.hookimpl(trylast=True)
@@ -412,7 +414,7 @@ def pytest_collection_modifyitems(config, items):
         return
     kept, left = [], []
     for item in items:
-        where = (plugin.family_of(item), plugin.check_of(item), plugin.component_of(item))
+        where = (family_of(item), check_of(item), component_of(item))
         (kept if (is_judged_apart if apart == "only" else runs_beside)(*where) else left).append(item)
     items[:] = kept
     config.hook.pytest_deselected(items=left)
@@ -423,7 +425,7 @@ def pytest_runtestloop(session):
     """``--serve-judge``: the judge's requests are answered before this process runs its own checks."""
     fd = session.config.getoption("serve_judge")
     if fd is not None:
-        impl = plugin.implementation(session.config)
+        impl = implementation(session.config)
         serve(impl, fd)
         with torch.random.fork_rng():  # (the recipes build each role once: the checks' draws stay as they were)
             session.config.stash[RECIPES] = reproductions.recipes_of(impl)  # (written with the report)
@@ -435,5 +437,5 @@ RECIPES = pytest.StashKey[dict]()
 def pytest_sessionfinish(session):
     if RECIPES in session.config.stash:
         reproductions.write_recipes(session.config.stash[RECIPES], session.config.getoption("report_json"))
-    if isinstance(session.config.stash.get(plugin.IMPL, None), RemoteImplementation):
-        session.config.stash[plugin.IMPL].close()
+    if isinstance(session.config.stash.get(IMPL, None), RemoteImplementation):
+        session.config.stash[IMPL].close()

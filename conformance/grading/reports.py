@@ -19,7 +19,7 @@ from conformance.grading.assignment import VERDICTS, hidden_component, hidden_fi
 from conformance.grading.files import write_atomic
 from conformance.grading.similarity import STYLE as SIMILARITY_STYLE
 from conformance.contract.interface import ROLES
-from conformance.plugin import first_line
+from conformance.reporting import first_line
 
 COLOURS = {"pass": "#c8e6c9", "deviation": "#fff3c4", "missing": "#e0e0e0", "fail": "#ffcdd2", "error": "#f8bbd0"}
 SUMMARY_FIELDS = ["name", "submission", "student_id", "student_name", "status", "score", "max_score", *VERDICTS, "reason", "similarity",

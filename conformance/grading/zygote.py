@@ -36,6 +36,7 @@ import torch
 import hypothesis.configuration
 
 import conformance.plugin  # noqa: F401
+from conformance.hypothesis_setup import function_digest
 from conformance.grading import integrity, scratch
 import adapters.binding  # noqa: F401
 import adapters.loading  # noqa: F401
@@ -56,7 +57,7 @@ class Collector:
             inner = getattr(getattr(getattr(item, "obj", None), "hypothesis", None), "inner_test", None)
             if inner is not None:
                 inner._hypothesis_internal_add_digest = item.nodeid.encode()  # (as its pytest plugin will)
-                conformance.plugin.function_digest(inner)
+                function_digest(inner)
 
 
 def collect(args):
