@@ -92,6 +92,10 @@ def describe(label, wall, cpu, results, jobs):
               f"overhead beyond the checks: mean {statistics.mean(overhead):.3f} s, "
               f"median {statistics.median(overhead):.3f} s, max {max(overhead):.3f} s; counting pytest's "
               f"collection as overhead too: mean {statistics.mean(with_collection):.3f} s")
+    spent = [r["cpu_s"] for r in results.values() if r.get("cpu_s")]
+    if spent:  # (a checker that reports it: the child's and its judge's CPU time)
+        print(f"  CPU: {statistics.mean(spent):.2f} s a submission in its two processes (the checks beside its code "
+              f"and the judge apart), {(cpu - sum(spent)) / len(results):.2f} s in the grader and its worker")
 
 
 def nbconvert(path, out):
