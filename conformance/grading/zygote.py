@@ -3,8 +3,9 @@ per submission, so a submission costs its checks and almost nothing else (``pyth
 
 Protocol: one JSON request per line on stdin, ``{"id", "impl", "work", "report_dir", "judge_dir", "timeout",
 "memory", "output_limit", "nonce", "args", "scratch"}``; one JSON answer per line on the original stdout when the
-child and its judge have ended, ``{"id", "status", "signal", "timed_out", "wall_s", "maxrss_mb", "cpu_s"}`` (the child's, but
-``cpu_s``: the CPU seconds of the child and its judge together; the judge's verdicts are in its report). The first line it writes is
+child and its judge have ended, ``{"id", "status", "signal", "timed_out", "wall_s", "maxrss_mb", "cpu_s"}`` (the
+child's, but ``cpu_s``: the CPU seconds of the child and its judge together; the judge's verdicts are in its
+report). The first line it writes is
 ``{"ready": true, "nodeids": [...]}``: the checks collected (with the grading's pytest arguments, given as
 ``argv[1:]``), which the grader expects to find in every report.
 
