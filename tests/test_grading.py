@@ -124,6 +124,15 @@ def test_pictures(graded):
     assert "data:image/png;base64," in (out / "index.html").read_text()
 
 
+def test_each_submission_reports_the_cpu_time_of_its_two_processes(graded):
+    """``cpu_s``: the CPU seconds of the process beside the code and of the judge, measured by the worker when both
+    ended; the two take turns, so together they are never much more than the submission's wall time."""
+    _, _, results = graded
+    checked = [r for r in results.values() if r.get("checks_s") is not None]
+    assert checked and all(0 < r["cpu_s"] <= 2 * r["wall_s"] + 0.5 for r in checked), [
+        (r["name"], r.get("cpu_s"), r["wall_s"]) for r in checked]
+
+
 def test_unchanged_submissions_are_not_checked_again(graded, tmp_path):
     folder, out, results = graded
     copy = tmp_path / "out"

@@ -3,6 +3,8 @@
 import html
 import re
 
+import pytest
+
 from conformance.grading import analytics, reports, runner
 
 REQUIRES = "scores multiplied by 1/sqrt(d_k) (§3.2.1)"
@@ -159,3 +161,15 @@ def test_one_mistake_is_one_item_and_one_row():
     rows = analytics.by_cause({"e": result})
     assert [(row["verdict"], row["key"], row["names"], len(row["records"])) for row in rows] == [
         ("error", "attribute_never_assigned", ["e"], 2), ("fail", "scale.unscaled", ["e"], 2)]
+
+
+def test_a_positional_encoding_table_is_drawn_once():
+    """Submissions whose encodings are the same table share one drawing; another table gets its own."""
+    pytest.importorskip("matplotlib")
+    table = reports.paper_table(8, 6)
+    reports.table_picture.cache_clear()
+    first, again = reports.pe_picture(table), reports.pe_picture([list(row) for row in table])
+    other = reports.pe_picture([[v + 0.5 for v in row] for row in table])
+    assert first is again and first.startswith(b"\x89PNG") and other != first
+    assert reports.table_picture.cache_info().misses == 2
+    assert reports.pe_picture(None) is None and reports.pe_picture([]) is None

@@ -177,6 +177,21 @@ def test_an_unrelated_correct_submission_is_not_flagged(found):
     assert found.data["submissions"]["renamed"]["similarity"] >= similarity.THRESHOLD
 
 
+def test_shared_k_grams_are_those_copydetect_finds(found):
+    """The overlap found in arrays holds the positions copydetect's own search gives, pair by pair (its order aside),
+    for copies, the renamed copy and the unrelated study alike."""
+    from copydetect.utils import find_fingerprint_overlap
+    texts = [source.whole for source in found.sources.values()] + [
+        text for source in found.sources.values() for text in source.components.values()]
+    compared = 0
+    for a, b in zip(texts, texts[1:] + texts[:1]):
+        ours = similarity.overlap(a, b)
+        theirs = find_fingerprint_overlap(a.print.hashes, b.print.hashes, a.print.hash_idx, b.print.hash_idx)
+        assert [sorted(x.tolist()) for x in ours] == [sorted(x.tolist()) for x in theirs]
+        compared += bool(len(theirs[0]))
+    assert compared > len(texts) // 2  # (most neighbours share code: the comparison is not vacuous)
+
+
 def test_without_roles_the_whole_code_is_compared_and_said_so(class_folder):
     folder, _ = class_folder
     found = similarity.compare_paths([folder / "renamed.py", folder / f"{UNRELATED}.py"],

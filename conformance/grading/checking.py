@@ -133,6 +133,7 @@ def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_di
     checks = valid_report(data) if integrity else None
     result = dict(name=name, submission=path.name, status="graded", reason="", checks=[], notes=[],
                   output_bytes=size, output_tail=tail, maxrss_mb=round(answer.get("maxrss_mb", 0), 1),
+                  cpu_s=round(answer.get("cpu_s", 0), 3),
                   checks_s=round(integrity.get("checks_s", 0), 3) if integrity else None, integrity=integrity,
                   collect_s=round(integrity.get("collect_s", 0), 3) if integrity else None,
                   pe=None)

@@ -4,6 +4,7 @@ submission, JUnit XML, and pictures (the submission's positional encoding next t
 verdicts) when matplotlib is installed. Every file is written whole (``grading.write_atomic``)."""
 import base64
 import csv
+import functools
 import html
 import io
 import json
@@ -61,9 +62,15 @@ def paper_table(length, d_model):
 
 
 def pe_picture(pe):
-    """The submission's positional encoding next to the paper's, as heatmaps (PNG bytes), or None."""
+    """The submission's positional encoding next to the paper's, as heatmaps (PNG bytes), or None; drawn once for
+    the tables that several submissions share (the paper's encoding computed alike)."""
+    return table_picture(tuple(map(tuple, pe))) if pe else None
+
+
+@functools.lru_cache(maxsize=64)
+def table_picture(pe):
     plt = pyplot()
-    if plt is None or not pe:
+    if plt is None:
         return None
     paper = paper_table(len(pe), len(pe[0]))
     figure, axes = plt.subplots(1, 3, figsize=(12, 3.2))

@@ -3,8 +3,9 @@ per submission, so a submission costs its checks and almost nothing else (``pyth
 
 Protocol: one JSON request per line on stdin, ``{"id", "impl", "work", "report_dir", "judge_dir", "timeout",
 "memory", "output_limit", "nonce", "args", "scratch"}``; one JSON answer per line on the original stdout when the
-child and its judge have ended, ``{"id", "status", "signal", "timed_out", "wall_s", "maxrss_mb"}`` (the child's:
-the judge's verdicts are in its report). The first line it writes is
+child and its judge have ended, ``{"id", "status", "signal", "timed_out", "wall_s", "maxrss_mb", "cpu_s"}`` (the
+child's, but ``cpu_s``: the CPU seconds of the child and its judge together; the judge's verdicts are in its
+report). The first line it writes is
 ``{"ready": true, "nodeids": [...]}``: the checks collected (with the grading's pytest arguments, given as
 ``argv[1:]``), which the grader expects to find in every report.
 
@@ -262,13 +263,15 @@ def main():
             job = running.get(child_pid)
             if job is None or child_pid not in ended or job["judge"] not in ended:
                 continue  # (its partner still runs)
-            del running[child_pid], judges[job["judge"]], ended[job["judge"]]
+            del running[child_pid], judges[job["judge"]]
             status, usage = ended.pop(child_pid)
+            judge_usage = ended.pop(job["judge"])[1]
             answer({"id": job["request"]["id"], "pid": child_pid,
                     "status": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                     "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
                     "timed_out": job["timed_out"], "wall_s": time.monotonic() - job["start"],
-                    "maxrss_mb": usage.ru_maxrss / 1024})
+                    "maxrss_mb": usage.ru_maxrss / 1024,
+                    "cpu_s": sum(u.ru_utime + u.ru_stime for u in (usage, judge_usage))})
         now = time.monotonic()
         for pid, job in running.items():
             if not job["timed_out"] and now - job["start"] > float(job["request"]["timeout"]):
