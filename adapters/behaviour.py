@@ -47,9 +47,10 @@ def masks_of_another_shape(binding, module_name, roles, bindings, convention):
     return False
 
 
-WHOLE_MASKS = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder")
-"""The roles that may take their masks whole (:data:`FULL_SHAPE`): those whose queries one input gives (a model's
-one source mask serves queries of two lengths, the encoder's and the decoder's)."""
+WHOLE_MASKS = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")
+"""The roles that may take their masks whole (:data:`FULL_SHAPE`): those whose queries one input gives, and a
+model whose encoder-decoder attention takes a source mask of its own (one source mask would serve queries of two
+lengths, the encoder's and the decoder's: :func:`adapters.wrapping.whole_model_masks`)."""
 
 
 LAID_OUT = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")

@@ -83,9 +83,11 @@ def ranked(role, found, taken, prefer=frozenset()):
             continue
         short = name.rsplit(".", 1)[-1]
         score = name_score(short, ROLE_NAMES[role])
-        if not score and role in STACK_OF and name in layers and names_the_role(short, STACK_OF[role]):
-            score = name_score(short, ROLE_NAMES[STACK_OF[role]]) or WORD_SCORE  # a layer named for its stack
-        if score < 1 and names_another_role_exactly(short, role) and not (score and name in layers):
+        named_for_its_stack = not score and role in STACK_OF and name in layers \
+            and names_the_role(short, STACK_OF[role])
+        if named_for_its_stack:  # a layer named for its stack (``Encoder``, stacked N times)
+            score = name_score(short, ROLE_NAMES[STACK_OF[role]]) or WORD_SCORE
+        if score < 1 and names_another_role_exactly(short, role) and not named_for_its_stack:
             continue
         if not score and (any(word in normalize(short) for word in ROLE_WORDS.get(role, ()))
                           or names_the_role(short, role)):

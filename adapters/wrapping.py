@@ -174,7 +174,7 @@ class AdaptedModel(Transparent):
         if length is not None:
             wanted = (wanted[0], length, self.d_model)
         if self.forward_arguments is not None:
-            call = lambda: self.inner(**argument_values(self.forward_arguments, named, self.convention))  # noqa: E731
+            call = lambda: self.inner(**self.forward_values(named))  # noqa: E731
             if self.encode_arguments is None:  # nothing else to call: its output, whatever it is, is checked
                 out, raw = decoder_output(self.inner, wanted, call)
                 self.raw_output = from_layout(raw, self.layout)
@@ -193,6 +193,14 @@ class AdaptedModel(Transparent):
         out, raw = decoder_output(self.inner, wanted, decode)
         self.raw_output = from_layout(raw, self.layout)
         return from_layout(raw if out is None else out, self.layout)
+
+    def forward_values(self, named):
+        """The keyword arguments of its own forward for the canonical inputs ``named``; its masks whole where its
+        convention says so (:func:`whole_model_masks`)."""
+        values = argument_values(self.forward_arguments, named, self.convention)
+        if self.layout is None and (self.convention or "").endswith(FULL_SHAPE):
+            return whole_model_masks(values, self.forward_arguments, named, self.convention)
+        return values
 
     def inputs_not_accepted(self):
         """The canonical inputs a model called through its own forward only takes no parameter for (not its masks
@@ -366,3 +374,24 @@ def one_lookup_for_both_sides(binding, bindings, convention):
     model = probe_build(binding, bindings, convention)
     tables = [m.weight for m in model.modules() if isinstance(m, nn.Embedding)] if model is not None else []
     return len(tables) >= 2 and len({id(t) for t in tables}) == 1
+
+
+DECODER_SIDE = {"dec", "decoder", "cross", "tgt", "trg", "target"}
+"""The words of a model's mask parameter for an attention whose queries are the target's."""
+
+
+def whole_model_masks(values, arguments, named, convention):
+    """A whole model's arguments ``values`` with its masks whole, one (batch, Lq, Lk) mask each: the
+    encoder-decoder attention's (a parameter named ``cross``) the source's mask with the target's rows, another
+    source mask with the rows of the side its name says (``encoder_self_attention_mask``: the source's); the
+    target's mask has its rows already."""
+    for name, canonical in arguments:
+        words = name_words(name)
+        if canonical in ("src_mask", "tgt_mask") and "cross" in words:
+            canonical = "src_mask"
+            values[name] = argument_values([(name, canonical)], named, convention)[name]
+        mask = values.get(name)
+        if canonical == "src_mask" and isinstance(mask, torch.Tensor) and mask.dim() == 3:
+            rows = named["tgt" if words & DECODER_SIDE else "src"].shape[1]
+            values[name] = mask.expand(mask.size(0), rows, mask.size(-1)).clone()
+    return values

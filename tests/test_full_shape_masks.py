@@ -118,6 +118,49 @@ def test_a_bug_in_code_taking_whole_masks_is_still_named(tmp_path, source, compo
                                   if r["verdict"] == "fail"}, blamed(records)
 
 
+WHOLE_MASK_TRANSLATOR = '''
+
+class Translator(nn.Module):
+    """Token lookups scaled by sqrt(d_model), sinusoids, and N blocks per side; one whole mask per attention."""
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model, n_heads, d_ff, n_layers, max_tokens=64):
+        super().__init__()
+        self.d_model = d_model
+        self.src_lookup, self.tgt_lookup = nn.Embedding(src_vocab_size, d_model), nn.Embedding(tgt_vocab_size, d_model)
+        position, rate = torch.arange(max_tokens)[:, None], torch.exp(torch.arange(0, d_model, 2) * (-math.log(1e4) / d_model))
+        table = torch.zeros(max_tokens, d_model)
+        table[:, 0::2], table[:, 1::2] = torch.sin(position * rate), torch.cos(position * rate)
+        self.register_buffer("table", table)
+        self.encoders = nn.ModuleList([EncoderBlock(d_model, n_heads, d_ff) for _ in range(n_layers)])
+        self.decoders = nn.ModuleList([DecoderBlock(d_model, n_heads, d_ff) for _ in range(n_layers)])
+        self.to_vocab = nn.Linear(d_model, tgt_vocab_size)
+
+    def forward(self, src_tokens, tgt_tokens, encoder_self_attention_mask, decoder_self_attention_mask,
+                decoder_cross_attention_mask):
+        x = self.src_lookup(src_tokens) * math.sqrt(self.d_model) + self.table[: src_tokens.size(1)]
+        for block in self.encoders:
+            x = block(x, mask=encoder_self_attention_mask)
+        y = self.tgt_lookup(tgt_tokens) * math.sqrt(self.d_model) + self.table[: tgt_tokens.size(1)]
+        for block in self.decoders:
+            y = block(y, x, self_attention_mask=decoder_self_attention_mask,
+                      cross_attention_mask=decoder_cross_attention_mask)
+        return torch.log_softmax(self.to_vocab(y), dim=-1)
+'''
+
+
+def test_a_model_demanding_whole_masks_is_given_one_per_attention_and_blamed_for_nothing(tmp_path):
+    """The model's encoder-decoder attention takes a source mask of its own: with the target's rows."""
+    code, output, report, records = run_on_source(tmp_path, "translator.py", CORRECT + WHOLE_MASK_TRANSLATOR,
+                                                  "-k", "model")
+    assert report is not None, output
+    assert not blamed(records), blamed(records)
+    assert records[("model", "masked_keys_do_not_change_outputs")]["verdict"] == "pass", report["notes"]
+
+
+def test_a_bug_in_a_model_demanding_whole_masks_is_still_named(tmp_path):
+    code, output, report, records = run_on_source(tmp_path, "translator.py", CROSS_UNMASKED + WHOLE_MASK_TRANSLATOR,
+                                                  "-k", "model and masked_keys")
+    assert records[("model", "masked_keys_do_not_change_outputs")]["verdict"] == "fail", blamed(records)
+
 def test_whole_masks_have_the_rows_of_the_queries():
     x, memory = torch.zeros(3, 4, 6), torch.zeros(3, 5, 6)
     padding = torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] + [False] * 4]).unsqueeze(1)
