@@ -125,11 +125,11 @@ def test_a_stage_imports_only_the_stages_before_it(module):
 ABOVE_ADAPTERS = ("conformance.plugin", "conformance.diagnosis", "conformance.checks", "conformance.grading")
 
 
-PLUGIN = ["conformance.hypothesis_setup", "conformance.options", "conformance.collection", "conformance.diagnosis.classify",
-          "conformance.reporting", "conformance.console", "conformance.plugin"]
+PLUGIN = ["conformance.hypothesis_setup", "conformance.options", "conformance.collection", "conformance.reporting",
+          "conformance.console", "conformance.plugin"]
 """The plugin's modules, one per concern (``conformance/plugin.py`` says which), each importing only those before
-it: the hypothesis set-up, the options, the collection of the checks, the diagnosis of what a check raised, the
-verdict records, the terminal summary; ``plugin`` registers them all with pytest."""
+it: the hypothesis set-up, the options, the collection of the checks, the verdict records (which read what a check
+raised with ``conformance.diagnosis.classify``), the terminal summary; ``plugin`` registers them all with pytest."""
 
 
 @pytest.mark.parametrize("module", PLUGIN)

@@ -15,8 +15,8 @@ from adapters.call_plans import call_plan, lengths_of
 from adapters.loading import load_code
 from adapters.masks import LENGTHS, mask_lengths
 from adapters.submission import load_implementation
-from conformance.contract.harness import Case, canonical_inputs
-from conformance.contract.interface import Config
+from conformance.contract.harness import Case, canonical_inputs, if_the_checker_sets
+from conformance.contract.interface import Config, Implementation, Supports
 from conformance.diagnosis.classify import classify
 from conformance.contract.verdicts import MISSING, Failure, Missing
 
@@ -113,7 +113,7 @@ def test_code_reading_global_sizes_is_built_through_them(tmp_path):
                     MAIN.replace("Net()", "Encoder()"))
     impl = load_implementation(str(path))
     assert {(name, field) for _, name, field in impl.size_knobs} == {("d_model", "d_model"), ("n_layers", "N")}
-    assert {"d_model", "N"} <= impl.hyperparameters("encoder")
+    assert {"d_model", "N"} <= impl.supports("encoder").hyperparameters
     case = Case(impl, Config(d_model=8, h=2, N=3), batch=1, src_len=3, tgt_len=2, dtype=torch.float32, seed=0)
     encoder = case.build("encoder")
     assert encoder(*canonical_inputs(case, "encoder")).shape == (1, 3, 8)
@@ -161,15 +161,19 @@ def test_a_model_taking_lengths_is_checked_with_padding_at_the_end(tmp_path):
 
 
 def test_a_pad_index_the_helper_does_not_take_is_missing_not_a_fail():
+    """The helper's builder declares the sizes it takes (``Implementation.supports``) before the check runs: a pad
+    index it does not take cannot be set, so a mask equal to (tokens != 0) is missing, not the author's fail."""
     def helper(tokens):
         return tokens != 0
     helper.hyperparameters = set()
-    impl = types.SimpleNamespace(hyperparameters=lambda role: helper.hyperparameters)
+    impl = Implementation("helper", {"padding_mask": helper})
+    assert impl.supports("padding_mask") == Supports(built=True, written=True, hyperparameters=frozenset())
     failure = Failure("padding_mask.pad_idx_ignored", "(tokens != pad_idx=2)", "a mask equal to (tokens != 0)")
-    verdict, cause, _ = classify(types.SimpleNamespace(value=failure, tb=None), "padding_mask", impl=impl)
-    assert (verdict, cause) == (MISSING, "adapter.pad_idx_not_taken")
+    found = if_the_checker_sets(impl, "padding_mask", "pad_idx", failure)
+    assert (found.verdict, found.cause) == (MISSING, "adapter.pad_idx_not_taken")
+    assert "padding_mask.pad_idx_ignored" in found.observed
     helper.hyperparameters = {"pad_idx"}
-    assert classify(types.SimpleNamespace(value=failure, tb=None), "padding_mask", impl=impl)[0] != MISSING
+    assert if_the_checker_sets(impl, "padding_mask", "pad_idx", failure) is failure
 
 
 def test_a_global_the_main_block_never_set_is_missing_not_an_error(tmp_path):

@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+from conformance.contract.interface import Supports
 from conformance.grading.judge import JUDGED_APART, Opaque, decode, encode
 from tests import mutants
 from tests.suite import SEEDS, seed
@@ -86,3 +87,13 @@ def test_checks_judged_apart_say_what_they_say_beside_the_code(tmp_path, name):
     assert not differ
     if name != "reference":
         assert any(c["verdict"] != "pass" for c in apart.values())
+
+
+def test_what_a_role_supports_crosses_to_the_judge_as_declared():
+    """The judge asks the submission's side what each role supports (``Implementation.supports``): the declaration
+    reads back as it was made, and a malformed one as nothing declared (every size taken, any precision)."""
+    declared = Supports(built=True, written=True, hyperparameters=frozenset({"d_model", "h"}), dtype="float32")
+    assert Supports.from_message(json.loads(json.dumps(declared.as_message()))) == declared
+    assert not declared.takes("dropout") and declared.takes("h")
+    assert Supports.from_message({"hyperparameters": "d_model", "dtype": "float128", "built": 1}) == Supports()
+    assert Supports.from_message(["not", "a", "message"]).takes("dropout")

@@ -12,8 +12,8 @@ from adapters.building import is_graft
 from adapters.submission import load_implementation
 from conformance.contract import strategies
 from conformance.diagnosis import variants
-from conformance.contract.harness import (MODULE_ROLES, Case, assert_close, canonical_inputs, difference, inputs_not_accepted,
-                                 run, tolerance)
+from conformance.contract.harness import (MODULE_ROLES, Case, assert_close, canonical_inputs, difference, if_the_checker_sets,
+                                          inputs_not_accepted, run, tolerance)
 from conformance.contract.probes import dropout_control, set_identity_projections, split_heads
 from conformance.contract.verdicts import Deviation, Failure, Missing
 from conformance.contract.weights import (adopt_eps, layer_lists, map_reference_weights, parameter_shapes, pinned_by_shapes,
@@ -67,8 +67,9 @@ def test_dropout_acts_in_training(impl, device, component, drawn):
     if not differ:
         where = "the sums of embeddings and positional encodings" if component in ("positional_encoding", "model") \
             else "each sub-layer's output, before the residual addition"
-        raise Failure(f"{component}.dropout_missing", f"dropout (P_drop = 0.5) on {where} in training (§5.4)",
-                      "identical outputs from two training-mode calls", repro)
+        raise if_the_checker_sets(case.impl, component, "dropout", Failure(
+            f"{component}.dropout_missing", f"dropout (P_drop = 0.5) on {where} in training (§5.4)",
+            "identical outputs from two training-mode calls", repro))
 
 
 def sample(inputs, i, batch):
@@ -374,10 +375,11 @@ def test_dropout_rate_reaches_every_dropout(impl, device, component, drawn):
              if shape and shape[-1] in widths and not math.isclose(p, CONFIGURED_RATE)]
     if other:
         path, p = other[0]
-        raise Failure(f"{component}.dropout_rate_ignored", f"the configured P_drop = {CONFIGURED_RATE} on every "
-                      "sub-layer output and on the sums of embeddings and positions (§5.4)",
-                      f"{len(other)} dropout(s) of another rate, the first {path!r} with p = {p:g}: the rate given to "
-                      f"the {component} does not reach it", case.reproduction(component))
+        raise if_the_checker_sets(impl, component, "dropout", Failure(
+            f"{component}.dropout_rate_ignored", f"the configured P_drop = {CONFIGURED_RATE} on every sub-layer "
+            "output and on the sums of embeddings and positions (§5.4)", f"{len(other)} dropout(s) of another rate, "
+            f"the first {path!r} with p = {p:g}: the rate given to the {component} does not reach it",
+            case.reproduction(component)))
 
 
 PLACEMENT_ROLES = ("sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")

@@ -10,8 +10,8 @@ from hypothesis import given
 
 from adapters.building import is_graft
 from conformance.contract import strategies
-from conformance.contract.harness import (PAD, Case, canonical_inputs, difference, inputs_not_accepted, output_tensor,
-                                 unfed_mask_parameters)
+from conformance.contract.harness import (PAD, Case, canonical_inputs, difference, if_the_checker_sets, inputs_not_accepted,
+                                          output_tensor, unfed_mask_parameters)
 from conformance.contract.probes import AttentionRecorder, gathered
 from conformance.contract.verdicts import Deviation, Failure, Missing
 
@@ -367,8 +367,9 @@ def test_padding_mask_helper(impl, device, component, drawn):
         raise Failure("padding_mask.masks_queries", requirement,
                       f"{observed} that hides the padded queries, not the padded keys: (batch, length, 1)")
     if pad != PAD and torch.equal(got, (tokens != PAD)[:, None, :].expand(square).cpu()):
-        raise Failure("padding_mask.pad_idx_ignored", requirement, f"{observed} equal to (tokens != 0): the pad_idx "
-                      f"argument ({pad}) is ignored")
+        raise if_the_checker_sets(impl, "padding_mask", "pad_idx", Failure(
+            "padding_mask.pad_idx_ignored", requirement, f"{observed} equal to (tokens != 0): the pad_idx argument "
+            f"({pad}) is ignored"))
     raise Failure("padding_mask.wrong", requirement,
                   f"{observed} differing from (tokens != pad_idx) at {int((got != expected).sum())} entries")
 

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given
 
 from conformance.contract import strategies
-from conformance.contract.harness import MODULE_ROLES, Case, canonical_inputs, output_tensor
+from conformance.contract.harness import MODULE_ROLES, Case, canonical_inputs, if_the_checker_sets, output_tensor
 from conformance.contract.probes import hooked
 from conformance.contract.verdicts import Deviation, Failure, Missing, note_on_pass
 from conformance.contract.weights import inside, layer_lists, norm_modules
@@ -264,8 +264,7 @@ def test_parameter_count(impl, device, contract, component, drawn):
     case = Case(impl, device=device, **drawn)
     m = case.build(component)
     cfg, observed = case.cfg, count([m])
-    fed = impl.hyperparameters(component)
-    width = built_d_ff(m, cfg) if fed is not None and "d_ff" not in fed else None  # fixed in the code itself
+    width = built_d_ff(m, cfg) if not impl.supports(component).takes("d_ff") else None  # fixed in the code itself
     expected = closed_form(component, cfg, d_ff=width)
     others = parts_of_other_roles(m, component, case)
     observed -= sum(count for _, count in others)
@@ -292,8 +291,9 @@ def test_parameter_count(impl, device, contract, component, drawn):
     reading = (f"{shared} projection(s) of d_k x d_k ({cfg.d_k} x {cfg.d_k}) applied to every head's slice, shared "
                f"by the heads, where §3.2.2 gives each head its own d_model x d_k" if shared else
                explain_difference(component, cfg, observed, expected, len(norm_modules(m))))
-    raise Failure(f"{component}.parameters.count", requirement,
-                  f"{observed} parameters ({observed - expected:+d}: {reading})", repro)
+    failure = Failure(f"{component}.parameters.count", requirement,
+                      f"{observed} parameters ({observed - expected:+d}: {reading})", repro)
+    raise if_the_checker_sets(impl, component, "h", failure) if component in ATTENTIONS else failure
 
 
 def built_d_ff(m, cfg):

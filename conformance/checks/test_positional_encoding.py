@@ -13,7 +13,8 @@ import torch
 from hypothesis import given
 
 from conformance.contract import strategies
-from conformance.contract.harness import Case, canonical_inputs, difference, output_tensor, seed_generators
+from conformance.contract.harness import (Case, canonical_inputs, difference, if_the_checker_sets, output_tensor,
+                                          seed_generators)
 from conformance.contract.probes import constant_ratio, hooked
 from conformance.contract.verdicts import Deviation, Failure, note_on_pass
 from reference.transformer import sinusoidal_table
@@ -332,7 +333,8 @@ def test_dropout_on_the_sums(impl, device, component, drawn):
     if not n or (int((dropped | kept).sum()) == n and dropped.any() and kept.any()):
         return
     if near(out, total)[clear].all():
-        raise Failure(f"{ROLE}.dropout_missing", requirement, "the same output as in eval mode (x + PE): no dropout")
+        raise if_the_checker_sets(impl, component, "dropout", Failure(
+            f"{ROLE}.dropout_missing", requirement, "the same output as in eval mode (x + PE): no dropout"))
     distinct = clear & (pe.abs() > 10 * atol) & (xs.abs() > 10 * atol)  # x, PE and x + PE all nonzero
     m = int(distinct.sum())
     before = (near(out, pe) | near(out, 2 * xs + pe)) & distinct
@@ -346,9 +348,10 @@ def test_dropout_on_the_sums(impl, device, component, drawn):
     nonzero = ratio[ratio.abs() > 1e-3]
     if nonzero.numel() and torch.allclose(nonzero, nonzero.median().expand_as(nonzero), rtol=1e-3):
         p = 1 - 1 / nonzero.median().item()
-        raise Failure(f"{ROLE}.dropout_rate_ignored", requirement,
-                      f"kept entries scaled by {nonzero.median().item():.4g}: dropout with P_drop = {p:.3g}, not the "
-                      f"configured 0.5 ({int((ratio.abs() <= 1e-3).sum())} of {n} entries dropped)")
+        raise if_the_checker_sets(impl, component, "dropout", Failure(
+            f"{ROLE}.dropout_rate_ignored", requirement, f"kept entries scaled by {nonzero.median().item():.4g}: "
+            f"dropout with P_drop = {p:.3g}, not the configured 0.5 ({int((ratio.abs() <= 1e-3).sum())} of {n} "
+            "entries dropped)"))
     raise Failure(f"{ROLE}.dropout_wrong", requirement,
                   f"{n - int((dropped | kept).sum())} of {n} entries neither 0 nor 2 (x + PE)")
 

@@ -36,7 +36,7 @@ def observe_attention(case, component, module=None, head_major=False):
     module = module if module is not None else case.build(component)
     missing, signature = inputs_not_accepted(module)
     if "key" in missing:
-        if not any(case.impl.has_code_for(role) for role in DECODING_ROLES):
+        if not any(case.impl.supports(role).written for role in DECODING_ROLES):
             raise Failure(f"{component}.self_attention_only", "queries attending over separate keys and values "
                           "(§3.2.2; the encoder-decoder attention of §3.2.3 takes them from the encoder output)",
                           f"{signature} takes no key input, and no decoder does the encoder-decoder attention: "

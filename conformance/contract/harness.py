@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 from conformance.contract.interface import FUNCTION_ROLES, Config, Implementation, MissingRole, set_size_globals
-from conformance.contract.verdicts import Failure
+from conformance.contract.verdicts import Failure, Missing
 
 MODULE_ROLES = ("embedding", "positional_encoding", "multi_head_attention", "feed_forward", "layer_norm",
                 "sublayer_connection", "encoder_layer", "decoder_layer", "encoder", "decoder", "generator", "model")
@@ -49,13 +49,13 @@ class Case:
 
     def __post_init__(self):
         global LATEST_CASE
-        fed = self.impl.hyperparameters("model")
-        if fed is not None and "src_vocab" in fed and "tgt_vocab" not in fed:  # one vocabulary for both sides
+        model = self.impl.supports("model")
+        if model.takes("src_vocab") and not model.takes("tgt_vocab"):  # one vocabulary for both sides
             self.cfg = dataclasses.replace(self.cfg, tgt_vocab=self.cfg.src_vocab)
         set_size_globals(getattr(self.impl, "size_knobs", ()), self.cfg)  # code reading its sizes from globals
-        fixed = getattr(self.impl, "fixed_dtype", lambda role: None)(getattr(WATCH, "role", None))
+        fixed = self.impl.supports(getattr(WATCH, "role", None)).dtype
         if fixed is not None:  # the running check's role computes in one precision only, its code fixing it
-            self.dtype = fixed
+            self.dtype = getattr(torch, fixed)
         self.generator = torch.Generator().manual_seed(self.seed)
         LATEST_CASE = self
 
@@ -266,6 +266,30 @@ def role_instances(case, block, role):
     cls = type(getattr(built, "inner", built))
     wrap = getattr(built, "around", lambda m: m)
     return [(path, m, wrap(m)) for path, m in inner.named_modules() if path and type(m) is cls]
+
+
+NOT_SETTABLE = {
+    "dropout": ("adapter.dropout_rate_not_taken", "{role}'s constructor takes no dropout rate, so the checker cannot "
+                "set one: where the code applies dropout, if anywhere, is judged with the block that does"),
+    "h": ("adapter.head_count_not_taken", "{role}'s constructor takes no head count, so the checker cannot set the "
+          "one the count was drawn for: a width its code splits into a head count of its own may not divide"),
+    "pad_idx": ("adapter.pad_idx_not_taken", "the padding-mask helper takes no pad index, so the checker cannot set "
+                "one: its code fixes its own (a global or a constant), which a mask equal to (tokens != 0) may well "
+                "be"),
+}
+"""For a hyperparameter a check sets: the cause and the words of a finding the checker cannot blame on code that
+declares it takes no such argument."""
+
+
+def if_the_checker_sets(impl, role, hyperparameter, failure):
+    """``failure``, a property found broken on ``role`` with ``hyperparameter`` set by the checker, to be raised; or,
+    where the role's code declared, before the check ran, that it takes no such argument
+    (:meth:`Implementation.supports`), the Missing saying the checker could not set it."""
+    if impl.supports(role).takes(hyperparameter):
+        return failure
+    cause, words = NOT_SETTABLE[hyperparameter]
+    return Missing(cause, failure.requirement, f"{words.format(role=role)} ({failure.cause}: {failure.observed})",
+                   failure.reproduction)
 
 
 def inputs_not_accepted(module):

@@ -92,6 +92,42 @@ def call_with_canonical_arguments(builder, cfg):
     return builder(**{name: values[name] for name in parameters if name in values})
 
 
+@dataclass(frozen=True)
+class Supports:
+    """What the code of one role supports, declared when the code is read and before any check runs (as
+    scikit-learn's estimator tags say what an estimator handles). The checks ask it, in this process or across
+    grading's judge, instead of a failure being read afterwards as the checker's limitation."""
+    built: bool = False
+    """A builder the checks can build and call."""
+    written: bool = False
+    """A class of the code plays the role, built or not (its constructor beyond the checker's reading)."""
+    hyperparameters: frozenset | None = None
+    """The canonical sizes the builder feeds the code (a dropout rate the constructor does not take cannot be
+    set); None: every one the builder names (``CONFORMANCE_ROLES``)."""
+    dtype: str | None = None
+    """The precision the code fixes for itself (``"float32"``: discovery saw it compute in float32 only), in which
+    its checks run; None: any."""
+
+    def takes(self, hyperparameter):
+        """Whether the checker can set ``hyperparameter`` for this role's code (unknown counts as yes)."""
+        return self.hyperparameters is None or hyperparameter in self.hyperparameters
+
+    def as_message(self):
+        """As plain data, for grading's judge (:meth:`from_message` reads it back)."""
+        return {**dataclasses.asdict(self), "hyperparameters": None if self.hyperparameters is None
+                else sorted(self.hyperparameters)}
+
+    @classmethod
+    def from_message(cls, data):
+        """:meth:`as_message`'s data read back, whatever of it is malformed left at its default."""
+        if type(data) is not dict:
+            return cls()
+        fed = data.get("hyperparameters")
+        return cls(built=data.get("built") is True, written=data.get("written") is True,
+                   hyperparameters=frozenset(n for n in fed if type(n) is str) if type(fed) is list else None,
+                   dtype=data.get("dtype") if data.get("dtype") in ("float32", "float16", "bfloat16") else None)
+
+
 class Implementation:
     """An implementation under test: a name and its role builders."""
 
@@ -127,25 +163,19 @@ class Implementation:
     def has(self, role):
         return role in self.roles
 
-    def has_code_for(self, role):
-        """Whether the code has a class for ``role``, built or not (its constructor beyond the checker's reading)."""
-        return role in self.roles or role in self.unbuilt
+    def supports(self, role):
+        """The :class:`Supports` of ``role``, from what discovery declared on its builder."""
+        builder = self.roles.get(role)
+        fed, fixed = getattr(builder, "hyperparameters", None), getattr(builder, "fixed_dtype", None)
+        return Supports(built=builder is not None, written=builder is not None or role in self.unbuilt,
+                        hyperparameters=frozenset(fed) if fed is not None else None,
+                        dtype=str(fixed).removeprefix("torch.") if fixed is not None else None)
 
     def function(self, role):
         """The function playing a function role."""
         if role not in self.roles:
             raise MissingRole(f"{self.spec} has no {role!r}")
         return self.roles[role]
-
-    def hyperparameters(self, role):
-        """The canonical sizes the builder of ``role`` feeds its constructor, when discovery planned it (a set);
-        None when the builder takes them by name (``CONFORMANCE_ROLES``)."""
-        return getattr(self.roles.get(role), "hyperparameters", None)
-
-    def fixed_dtype(self, role):
-        """The precision the code of ``role`` fixes for itself (discovery found it computing in float32 only), in
-        which its checks run; None when it computes in any (``harness.Case``'s drawn dtype)."""
-        return getattr(self.roles.get(role), "fixed_dtype", None)
 
     def build(self, role, cfg, causal=False):
         """Build the module playing ``role`` from canonical hyperparameters (set first through the globals of code

@@ -24,8 +24,8 @@ from conformance.diagnosis.evidence import author_runs_it, runs_at_the_papers_si
 from conformance.contract.interface import FUNCTION_ROLES, MissingRole
 from conformance.contract.verdicts import ERROR, FAIL, MISSING, Finding
 
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-CHECKER_DIRS = tuple(os.path.join(os.path.dirname(PACKAGE_DIR), d) + os.sep for d in ("conformance", "adapters"))
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHECKER_DIRS = tuple(os.path.join(PROJECT_DIR, d) + os.sep for d in ("conformance", "adapters"))
 LIBRARY_DIRS = tuple(os.path.dirname(os.path.dirname(m.__file__)) for m in (pytest, os))
 
 
@@ -46,22 +46,6 @@ def classify(excinfo, component, locate=None, impl=None):
 def verdict_of(excinfo, component, locate, impl):
     """:func:`classify`'s (verdict, cause, message), the cause not yet checked against the catalogue."""
     exc = excinfo.value
-    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause.endswith((".dropout_missing",
-                                                                                ".dropout_rate_ignored")) \
-            and not takes(impl, component, "dropout"):
-        return (MISSING, "adapter.dropout_rate_not_taken", f"{component}'s constructor takes no dropout rate, so the "
-                "checker cannot set one: where the code applies dropout, if anywhere, is judged with the block that "
-                f"does ({exc.cause}: {exc.observed})")
-    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause.endswith(".parameters.count") \
-            and component in ATTENTION_BLOCKS and not takes(impl, component, "h"):
-        return (MISSING, "adapter.head_count_not_taken", f"{component}'s constructor takes no head count, so the "
-                "checker cannot set the one the count was drawn for: a width its code splits into a head count of "
-                f"its own may not divide ({exc.cause}: {exc.observed})")
-    if isinstance(exc, Finding) and exc.verdict == FAIL and exc.cause == "padding_mask.pad_idx_ignored" \
-            and not takes(impl, component, "pad_idx"):
-        return (MISSING, "adapter.pad_idx_not_taken", "the padding-mask helper takes no pad index, so the checker "
-                "cannot set one: its code fixes its own (a global or a constant), which a mask equal to "
-                f"(tokens != 0) may well be ({exc.cause}: {exc.observed})")
     if isinstance(exc, Finding):
         if exc.reproduction is None and exc.verdict != MISSING and harness.LATEST_CASE is not None:
             exc.reproduction = harness.LATEST_CASE.reproduction(component)
@@ -94,13 +78,7 @@ def verdict_of(excinfo, component, locate, impl):
 ATTENTION_BLOCKS = ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder", "model")
 
 
-def takes(impl, role, hyperparameter):
-    """Whether the builder of ``role`` feeds ``hyperparameter`` to the code (unknown counts as yes)."""
-    fed = impl.hyperparameters(role) if impl is not None and hasattr(impl, "hyperparameters") else None
-    return fed is None or hyperparameter in fed
-
-
-REFERENCE_FILE = os.path.join(os.path.dirname(PACKAGE_DIR), "reference", "transformer.py")
+REFERENCE_FILE = os.path.join(PROJECT_DIR, "reference", "transformer.py")
 MAP_IT = "The checker cannot tell whether the code is at fault: say what plays each role in a conformance.toml beside it"
 
 
@@ -159,7 +137,7 @@ def checker_fault(impl, component, crash, exc, tb):
             f"{case.cfg if case is not None else 'this one'} (a size its code assumes, such as a head count it sets "
             "itself, does not fit)")
     if isinstance(exc, ZeroDivisionError) and any(f.f_code.co_name == "__init__" for f in frames) \
-            and component in ATTENTION_BLOCKS and not takes(impl, component, "h"):
+            and component in ATTENTION_BLOCKS and not impl.supports(component).takes("h"):
         return "adapter.head_count_not_taken", (f"{component}'s constructor takes no head count: its code splits the "
                                                 "drawn width by a head count of its own, which leaves a head width of 0")
     precondition = stated_precondition(exc, tb)

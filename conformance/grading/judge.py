@@ -31,7 +31,7 @@ from conformance.diagnosis.classify import classify
 from conformance.options import IMPL, PART_OF_A_RUN
 from conformance.diagnosis.causes import is_listed
 from conformance.grading import reproductions
-from conformance.contract.interface import Config, MissingRole
+from conformance.contract.interface import Config, MissingRole, Supports
 from conformance.contract.verdicts import ERROR, FAIL, MISSING, Finding
 
 JUDGED_APART = {
@@ -161,11 +161,8 @@ def serve(impl, fd):
         if op == "roles":
             return {"roles": sorted(target_impl.roles), "notes": [str(n) for n in target_impl.notes],
                     "spec": str(target_impl.spec), "read": target_impl.read,
-                    "unbuilt": sorted(getattr(target_impl, "unbuilt", {})),
-                    "hyperparameters": {role: sorted(fed) for role in target_impl.roles
-                                        if (fed := target_impl.hyperparameters(role)) is not None},
-                    "dtypes": {role: str(fixed).removeprefix("torch.") for role in target_impl.roles
-                               if (fixed := target_impl.fixed_dtype(role)) is not None}}
+                    "supports": {role: target_impl.supports(role).as_message()
+                                 for role in {*target_impl.roles, *target_impl.unbuilt}}}
         if op == "build":
             harness.seed_generators(request["seed"], "cpu")
             module = target_impl.build(request["role"], Config(**request["cfg"]), causal=request.get("causal") is True)
@@ -251,14 +248,10 @@ class RemoteImplementation:
         self.spec = answer["spec"] if type(answer.get("spec")) is str else "the submission"
         self.roles = [r for r in answer.get("roles", []) if type(r) is str]
         self.notes = [n for n in answer.get("notes", []) if type(n) is str]
-        self.unbuilt = [r for r in answer.get("unbuilt", []) if type(r) is str]
         self.read = read_findings(answer.get("read"))
-        fed = answer.get("hyperparameters")
-        self.fed = {role: {n for n in names if type(n) is str} for role, names in fed.items()
-                    if type(role) is str and type(names) is list} if type(fed) is dict else {}
-        dtypes = answer.get("dtypes")
-        self.dtypes = {role: getattr(torch, name) for role, name in dtypes.items() if type(role) is str
-                       and name in ("float32", "float16", "bfloat16")} if type(dtypes) is dict else {}
+        declared = answer.get("supports")
+        self.declared = {role: Supports.from_message(data) for role, data in declared.items()
+                         if type(role) is str} if type(declared) is dict else {}
         self.repair = None if repaired else functools.partial(RemoteImplementation, channel, repaired=True)
 
     @functools.cached_property
@@ -269,13 +262,9 @@ class RemoteImplementation:
         except Raised:
             return None
 
-    def hyperparameters(self, role):
-        """As ``Implementation.hyperparameters``, as the submission's side reported them."""
-        return self.fed.get(role)
-
-    def fixed_dtype(self, role):
-        """As ``Implementation.fixed_dtype``, as the submission's side reported it."""
-        return self.dtypes.get(role)
+    def supports(self, role):
+        """As ``Implementation.supports``, as the submission's side declared it."""
+        return self.declared.get(role, Supports(built=role in self.roles))
 
     def ask(self, **request):
         try:
@@ -297,10 +286,6 @@ class RemoteImplementation:
 
     def has(self, role):
         return role in self.roles
-
-    def has_code_for(self, role):
-        """As ``Implementation.has_code_for``, as the submission's side reported it."""
-        return role in self.roles or role in self.unbuilt
 
     def function(self, role):
         if role not in self.roles:
