@@ -9,6 +9,7 @@ from hypothesis import given
 from conformance.contract import strategies
 from conformance.contract.harness import Case, difference, run
 from conformance.contract.probes import constant_ratio
+from conformance.checks.test_information_flow import lookup_scales
 from conformance.checks.test_parameters import output_projections, vocabulary_matrices
 from conformance.contract.verdicts import Deviation, Failure, Missing
 
@@ -58,10 +59,63 @@ def test_embedding_scaled_by_sqrt_d_model(impl, device, component, drawn):
         raise Failure(f"{component}.not_a_scaled_lookup", requirement,
                       "outputs that are no constant multiple of the rows of " + repr(name) + ": "
                       + difference(out, rows * expected, case))
+    if math.isclose(scale, 1.0, rel_tol=1e-3) and scaled_after(case, component, module, requirement):
+        return  # (the positional encoding multiplies its input: its own check names that placement)
     for cause, (value, words) in SCALES.items():
         if math.isclose(scale, value(cfg.d_model), rel_tol=1e-3):
             raise Failure(f"{component}.{cause}", requirement, f"rows multiplied by {scale:.6g}: {words}")
     raise Failure(f"{component}.scale_wrong", requirement, f"rows multiplied by {scale:.6g}")
+
+
+def scaled_after(case, component, module, requirement):
+    """§3.4 held by the model rather than the block: when the model that builds this embedding block multiplies its
+    rows by sqrt(d_model) on their way to the stacks (the model's own forward, or the next block), True where the
+    positional encoding does it (its own check names that placement), else the deviation naming where the scaled
+    rows are seen; False when no working model holds the block or the model does not scale them (the block is then
+    blamed)."""
+    seen = scaled_on_the_model_path(case, type(getattr(module, "inner", module)))
+    if seen is None:
+        return False
+    if positions_scale_their_input(case):
+        return True
+    raise Deviation(f"{component}.scaled_by_its_caller", requirement,
+                    f"rows returned unscaled; the model multiplies them by sqrt(d_model) after the block: they reach "
+                    f"{seen!r} scaled, as §3.4 asks of the model")
+
+
+def scaled_on_the_model_path(case, block_class):
+    """The path where the lookups of the model's ``block_class`` blocks are last seen, multiplied by sqrt(d_model),
+    on the model's way to its stacks; None without a working model holding such a block, or when one of them is
+    not so multiplied."""
+    if not case.impl.has("model"):
+        return None
+    model_case = case.with_lengths_at_least(3, 3)
+    try:
+        scales, _, _, inner = lookup_scales(model_case)
+    except Exception:  # the author's model fails: its own checks report it, and the block is judged alone
+        return None
+    blocks = [name for name, m in inner.named_modules() if type(m) is block_class]
+    mine = [(path, c, seen) for path, c, seen in scales
+            if any(path == b or path.startswith(b + ".") for b in blocks)]
+    expected = math.sqrt(case.cfg.d_model)
+    if mine and all(math.isclose(c, expected, rel_tol=1e-3) for _, c, _ in mine):
+        return mine[0][2]
+    return None
+
+
+def positions_scale_their_input(case):
+    """Whether the bound positional encoding multiplies its input by sqrt(d_model) before adding its table."""
+    if not case.impl.has("positional_encoding"):
+        return False
+    x = case.randn(1, 3, case.cfg.d_model)
+    try:
+        out, _ = run(case, "positional_encoding", inputs=(x,))
+        base, _ = run(case, "positional_encoding", inputs=(torch.zeros_like(x),))
+    except Exception:  # the author's block fails: its own checks report it
+        return False
+    scale = constant_ratio((out - base).to(torch.float64).cpu(), x.to(torch.float64).cpu(),
+                           torch.ones_like(x, dtype=torch.bool).cpu())
+    return scale is not None and math.isclose(scale, math.sqrt(case.cfg.d_model), rel_tol=1e-3)
 
 
 def adds_the_same_at_each_position(case, component, module, tokens, out, weight, expected):

@@ -201,6 +201,9 @@ CATALOGUE = (
       "against"),
     E("{component}.not_a_scaled_lookup", "§3.4", "the output is no constant multiple of the looked-up rows"),
     E("{component}.not_scaled", "§3.4", "the embeddings are not multiplied by sqrt(d_model)"),
+    E("{component}.scaled_by_its_caller", "§3.4", "the block returns unscaled rows and the model multiplies them by "
+      "sqrt(d_model) after it, on their way to the stacks: §3.4 held by the model, the scaling placed outside the "
+      "embedding block"),
     E("{component}.divided_by_sqrt_d_model", "§3.4", "the embeddings are divided by sqrt(d_model) instead of "
       "multiplied"),
     E("{component}.scaled_by_d_model", "§3.4", "the embeddings are multiplied by d_model instead of sqrt(d_model)"),
