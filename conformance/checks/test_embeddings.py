@@ -73,13 +73,14 @@ def scaled_after(case, component, module, requirement):
     """§3.4 held by the model rather than the block: when the model that builds this embedding block multiplies its
     rows by sqrt(d_model) on their way to the stacks (the model's own forward, or the next block), True where the
     positional encoding does it (its own check names that placement), else the deviation naming where the scaled
-    rows are seen; False when no working model holds the block or the model does not scale them (the block is then
-    blamed)."""
-    seen = scaled_on_the_model_path(case, type(getattr(module, "inner", module)))
+    rows are seen; False when no working model holds the block or the model does not scale them, and no block
+    builds it beside a positional encoding that multiplies its input by sqrt(d_model) (the block is then blamed)."""
+    block_class = type(getattr(module, "inner", module))
+    seen = scaled_on_the_model_path(case, block_class)
+    if positions_scale_their_input(case) and (seen is not None or built_beside_the_positions(case, block_class)):
+        return True
     if seen is None:
         return False
-    if positions_scale_their_input(case):
-        return True
     raise Deviation(f"{component}.scaled_by_its_caller", requirement,
                     f"rows returned unscaled; the model multiplies them by sqrt(d_model) after the block: they reach "
                     f"{seen!r} scaled, as §3.4 asks of the model")
@@ -103,6 +104,24 @@ def scaled_on_the_model_path(case, block_class):
     if mine and all(math.isclose(c, expected, rel_tol=1e-3) for _, c, _ in mine):
         return mine[0][2]
     return None
+
+
+def built_beside_the_positions(case, block_class):
+    """Whether a block of the author's (the model, else a stack that embeds the tokens itself) builds an instance of
+    ``block_class`` beside one of the positional encoding's class, which it then applies to the looked-up rows."""
+    try:
+        positions = type(getattr(case.build("positional_encoding"), "inner", None))
+    except Exception:  # the author's block fails to build: its own checks report it
+        return False
+    for owner in ("model", "encoder", "decoder"):
+        try:
+            built = case.build(owner) if case.impl.has(owner) else None
+        except Exception:  # (idem)
+            continue
+        kinds = {type(m) for m in getattr(built, "modules", lambda: ())()}
+        if block_class in kinds and positions in kinds:
+            return True
+    return False
 
 
 def positions_scale_their_input(case):
