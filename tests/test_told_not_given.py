@@ -234,3 +234,18 @@ def test_the_scale_is_looked_for_where_the_model_applies_it(tmp_path, edits, dev
     assert named & {("embedding", "scaled_by_its_caller"), ("positional_encoding", "input_scaled_by_sqrt_d_model")} \
         == deviations
     assert found == ({cause, "model.embedding_not_scaled"} if cause else set()), sorted(found)
+
+
+def test_a_scale_written_in_a_model_the_checker_cannot_run_leaves_the_embedding_unjudged(tmp_path):
+    source = SCALED_BY_THE_MODEL
+    for old, new in (("self.scale = math.sqrt(d_model)", "self.d_model = d_model"),
+                     (" * self.scale", " * math.sqrt(self.d_model)"),
+                     ("def forward(self, src, tgt, src_mask, tgt_mask):\n",
+                      "def forward(self, batch):\n        src, tgt, src_mask, tgt_mask = batch\n")):
+        assert old in source
+        source = source.replace(old, new)
+    code, output, report, records = run_on_source(tmp_path, "unrun.py", source, "-k", "embedding_scaled")
+    assert report is not None, output[-3000:]
+    record = records[("embedding", "embedding_scaled_by_sqrt_d_model")]
+    assert (record["verdict"], record["cause"]) == ("missing", "adapter.scaling_caller_not_run"), record
+    assert "math.sqrt(self.d_model)" in str(record)

@@ -1,5 +1,7 @@
 """Embeddings and softmax (§3.4): learned embeddings multiplied by sqrt(d_model); the generator's linear map and
 softmax turn decoder outputs into next-token (log-)probabilities over the vocabulary."""
+import ast
+import inspect
 import math
 
 import pytest
@@ -76,9 +78,13 @@ def scaled_after(case, component, module, requirement):
     rows are seen; False when no working model holds the block or the model does not scale them, and no block
     builds it beside a positional encoding that multiplies its input by sqrt(d_model) (the block is then blamed)."""
     block_class = type(getattr(module, "inner", module))
-    seen = scaled_on_the_model_path(case, block_class)
+    ran, seen = scaled_on_the_model_path(case, block_class)
     if positions_scale_their_input(case) and (seen is not None or built_beside_the_positions(case, block_class)):
         return True
+    if seen is None and not ran and (written := scaled_in_the_source(block_class)):
+        raise Missing("adapter.scaling_caller_not_run", requirement, f"rows returned unscaled; {written[0]} "
+                      f"multiplies the output of a lookup by a square root ({written[1]}) in code the checker "
+                      "could not run (no working model holds the block), so whether §3.4 holds is not established")
     if seen is None:
         return False
     raise Deviation(f"{component}.scaled_by_its_caller", requirement,
@@ -87,23 +93,53 @@ def scaled_after(case, component, module, requirement):
 
 
 def scaled_on_the_model_path(case, block_class):
-    """The path where the lookups of the model's ``block_class`` blocks are last seen, multiplied by sqrt(d_model),
-    on the model's way to its stacks; None without a working model holding such a block, or when one of them is
-    not so multiplied."""
+    """``(ran, path)``: whether a working model holding a ``block_class`` block was run, and the path where the
+    lookups of its ``block_class`` blocks are last seen, all multiplied by sqrt(d_model), on its way to the stacks
+    (None when one of them is not so multiplied, or none was run)."""
     if not case.impl.has("model"):
-        return None
-    model_case = case.with_lengths_at_least(3, 3)
+        return False, None
     try:
-        scales, _, _, inner = lookup_scales(model_case)
+        scales, _, _, inner = lookup_scales(case.with_lengths_at_least(3, 3))
     except Exception:  # the author's model fails: its own checks report it, and the block is judged alone
-        return None
+        return False, None
     blocks = [name for name, m in inner.named_modules() if type(m) is block_class]
-    mine = [(path, c, seen) for path, c, seen in scales
-            if any(path == b or path.startswith(b + ".") for b in blocks)]
+    mine = [(path, c, seen) for path, c, seen in scales if any(path == b or path.startswith(b + ".") for b in blocks)]
     expected = math.sqrt(case.cfg.d_model)
     if mine and all(math.isclose(c, expected, rel_tol=1e-3) for _, c, _ in mine):
-        return mine[0][2]
+        return True, mine[0][2]
+    return bool(mine), None
+
+
+def scaled_in_the_source(block_class):
+    """``(where, expression)`` of a product, in the source of ``block_class``'s module outside the class itself, of
+    a call of an attribute named for an embedding (``self.src_embed(src)``) and a square root (``math.sqrt(d)``,
+    ``d ** 0.5``): a caller that scales the lookup (§3.4); None when there is none or the source cannot be read."""
+    try:
+        module = inspect.getmodule(block_class)
+        tree = ast.parse(inspect.getsource(module))
+        path = inspect.getsourcefile(module)
+    except (TypeError, OSError, SyntaxError):
+        return None
+    own = {id(n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == block_class.__name__
+           for n in ast.walk(c)}
+    for node in ast.walk(tree):
+        if id(node) in own or not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
+            continue
+        sides = (node.left, node.right)
+        lookup = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and "emb" in n.func.attr.lower()
+                     for n in sides)
+        if lookup and any(is_square_root(n) for n in sides):
+            return f"{path}:{node.lineno}", ast.unparse(node)
     return None
+
+
+def is_square_root(node):
+    """Whether ``node`` is ``sqrt(...)`` (of any module) or ``... ** 0.5``."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == "sqrt"
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) \
+        and node.right.value == 0.5
 
 
 def built_beside_the_positions(case, block_class):

@@ -109,6 +109,9 @@ CATALOGUE = (
       "configuration cannot be given to it"),
     E("adapter.import_failed", "", "a name the code uses was to come from an import that failed here (a package "
       "not installed)"),
+    E("adapter.scaling_caller_not_run", "§3.4", "the embedding block returns unscaled rows and code the checker "
+      "could not run multiplies a lookup by a square root: where the sqrt(d_model) of §3.4 is applied is not "
+      "established"),
     E("adapter.takes_token_ids", "§3.4", "the block embeds token ids itself, where the canonical call gives it "
       "vectors"),
     E("adapter.check_crashed", "", "the checker's own code failed, running none of the author's (its internal "
