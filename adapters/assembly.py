@@ -253,3 +253,21 @@ def masks_as_the_model_passes_them(bindings, roles, module_name):
         for hook in hooks:
             hook.remove()
     return {role: plan for role, plan in plans.items() if plan}
+
+
+def masks_of_encode_and_decode(bindings, roles, module_name):
+    """The mask convention of a model whose ``forward`` makes its masks from the pad tokens it is given while its
+    ``encode`` and ``decode`` take masks: that of the stacks they pass them on to (found by behaviour, a head axis
+    for instance); None when the model's own is already set, or no stack took another one."""
+    model = bindings.get("model")
+    if model is None or not model.works or model.masks is not None:
+        return None
+    try:
+        adapted = Implementation(module_name, roles).build("model", PROBE)
+    except Exception:  # the author's code: it is checked, not learned from
+        return None
+    if not isinstance(adapted, AdaptedModel) or adapted.forward_arguments is None \
+            or adapted.encode_arguments is None or not adapted.masks_from_tokens:
+        return None
+    return next((bindings[role].masks for role in ("encoder", "decoder", "encoder_layer", "decoder_layer")
+                 if role in bindings and bindings[role].masks), None)

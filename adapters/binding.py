@@ -27,14 +27,14 @@ from pathlib import Path
 
 import torch
 
-from adapters.assembly import (METHOD_ROLES, assembled_together, masks_as_the_model_passes_them, method_role,
-                               parts_in_built_blocks)
+from adapters.assembly import (METHOD_ROLES, assembled_together, masks_as_the_model_passes_them,
+                               masks_of_encode_and_decode, method_role, parts_in_built_blocks)
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, behaves, embeds_token_ids,
                                 fails_on_shapes, float32_only, helper_masks, hides_a_masked_key, learns_weights,
                                 masks_of_another_shape, target_shift, works_in_layout, works_memory_first)
 from adapters.building import PROBE, Binding, builds, constructed_by_name
-from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, first_tensor, in_torch_style,
-                                 plan_arguments, positions_of, returns_table)
+from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
+                                 in_torch_style, plan_arguments, positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
 from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_convention, infer_convention
@@ -270,6 +270,12 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         else:
             binding.call, binding.masks = before
             roles[role] = module_builder(binding, bindings, convention)
+    stacks_masks = masks_of_encode_and_decode(bindings, roles, module_name)
+    if stacks_masks:
+        bindings["model"].masks = stacks_masks
+        bindings["model"].notes.append(f"(its encode and decode take masks as its stacks do: "
+                                       f"{describe_convention(stacks_masks)})")
+        roles["model"] = module_builder(bindings["model"], bindings, convention)
     for role, owner in METHOD_ROLES.items():
         if role not in bindings and owner in bindings:
             found_method = method_role(role, bindings[owner], bindings, convention, module_name, roles)
@@ -280,7 +286,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         table = Implementation(module_name, roles).build("positional_encoding", PROBE).eval()
         x = torch.zeros(2, 5, PROBE.d_model)
         given = positions_of(x) if table.tokens_for_positions else x
-        if returns_table(first_tensor(table.inner(**adapt_arguments(table.arguments, {"x": given}, convention))), x):
+        named = dict(derived_inputs({"x": x}), x=given)
+        if returns_table(first_tensor(table.inner(**adapt_arguments(table.arguments, named, convention))), x):
             bindings["positional_encoding"].adds_table = True
             bindings["positional_encoding"].notes.append("returns the (length, d_model) table, which its caller adds "
                                                          "to the embeddings: checked as x + table")

@@ -15,6 +15,7 @@ import torch.nn as nn
 from adapters.lint import self_attributes
 from adapters.masks import LENGTHS, mask_lengths, to_convention, torch_mask
 from adapters.names import CALL_NAMES, CANONICAL_CALLS, FUTURE_WORDS, normalize
+from conformance.contract.harness import PAD
 
 
 def constant(source):
@@ -42,13 +43,15 @@ def call_plan(parameters, wanted, torch_style=False, by_name=True):
     plan = [None] * len(parameters)
     for i, p in enumerate(parameters):
         n = normalize(p.name)
-        plan[i] = lengths_of(p.name, wanted, plan)
+        plan[i] = lengths_of(p.name, wanted, plan) or pad_index_of(p.name, wanted) or length_of_x(p.name, wanted)
         for canonical in wanted if plan[i] is None else ():
             if n in {normalize(s) for s in CALL_NAMES[canonical]} and canonical not in plan:
                 if canonical in ("src_mask",) and "tgt_mask" in wanted and n in ("mask", "attnmask", "attentionmask"):
                     continue
                 plan[i] = canonical
                 break
+    if LENGTH in plan:  # (a block told the length of its input, not given it: its device too, not the CPU)
+        plan = [DEVICE if c is None and "device" in normalize(p.name) else c for p, c in zip(parameters, plan)]
     if torch_style or by_name and any("paddingmask" in normalize(p.name) for p in parameters):
         return torch_style_plan(parameters, plan, wanted)
     for i, p in enumerate(parameters):
@@ -79,6 +82,44 @@ def lengths_of(name, wanted, plan):
     if mask not in wanted or f"{mask}:{LENGTHS}" in taken:
         return None
     return f"{mask}:{LENGTHS}"
+
+
+LENGTH, DEVICE = "length", "device"
+"""Inputs derived from a block's input ``x``: its sequence length and its device (:meth:`derived_inputs`)."""
+LENGTH_NAMES = {"l", "n", "t", "sz", "size", "len", "length", "seqlen", "seqlength", "sequencelength", "seqsize",
+                "numpositions", "npositions", "maxlen", "ntokens", "numtokens"}
+
+
+def length_of_x(name, wanted):
+    """``"length"`` for a parameter named for a sequence length (``L``, ``seq_len``) of a block whose canonical call
+    gives it one sequence ``x`` alone (a positional encoding called ``pos(L, device)`` for the rows of the first
+    ``L`` positions, §3.5); else None."""
+    if wanted != ["x"] or normalize(name) in {normalize(s) for s in CALL_NAMES["x"]}:
+        return None
+    return LENGTH if normalize(name) in LENGTH_NAMES or name_words(name) & {"len", "length"} else None
+
+
+def derived_inputs(named):
+    """``named`` with the length (the axis before the features) and the device of its ``x``, for the plans that
+    ask for them (:func:`length_of_x`)."""
+    x = named.get("x")
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        return named
+    return dict(named, **{LENGTH: x.size(-2), DEVICE: x.device})
+
+
+PAD_WORDS, INDEX_WORDS = {"pad", "padding"}, {"id", "idx", "index", "token", "ix", "value", "symbol"}
+
+
+def pad_index_of(name, wanted):
+    """``"value:PAD"`` for a forward parameter named for the pad index (``pad_id``, ``pad_idx``, ``padding_idx``,
+    ``pad_token_id``, a bare ``pad``) of a call that wants no pad index: the block makes its masks from the tokens
+    it is given (§3.2.3), and the checker pads with PAD; else None. A ``*mask*`` name is a mask, not an index."""
+    words = name_words(name)
+    if "pad_idx" in wanted or words & {"mask", "masks"} or not words & PAD_WORDS:
+        return None
+    named = normalize(name) in {normalize(s) for s in CALL_NAMES["pad_idx"]} or words & INDEX_WORDS
+    return f"value:{PAD}" if named else None
 
 
 def torch_style_plan(parameters, plan, wanted):

@@ -60,7 +60,7 @@ ARGUMENT_NAMES = {
                   "src_vocab_len", "input_vocab", "enc_vocab_size", "encoder_vocab_size"],
     "tgt_vocab": ["tgt_vocab", "tgt_vocab_size", "target_vocab_size", "trg_vocab", "trg_vocab_size", "target_vocab",
                   "output_vocab_size", "n_trg_vocab", "n_tgt_vocab", "dec_vocab_size", "decoder_vocab_size", "output_vocab"],
-    "max_len": ["max_len", "seq_len", "max_seq_len", "n_position", "max_length", "maxlen", "src_seq_len", "tgt_seq_len",
+    "max_len": ["max_len", "L", "seq_len", "max_seq_len", "n_position", "max_length", "maxlen", "src_seq_len", "tgt_seq_len",
                 "context_length", "block_size", "max_positions", "max_seq_length", "max_position_embeddings",
                 "seq_length", "n_positions", "max_sequence_length", "maximum_position_encoding", "length"],
     "d_k": ["d_k", "dk", "head_dim", "d_head", "head_size", "dim_head", "d_q", "key_dim", "d_key"],

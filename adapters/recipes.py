@@ -57,6 +57,8 @@ def call(adapted):
     if getattr(adapted, "setup", None) or getattr(adapted, "tokens_for_positions", False) \
             or getattr(adapted, "adds_table", False):
         raise NotExpressible("the checker calls the block through a second method of its own")
+    if any(source in ("length", "device") for _, source in adapted.arguments):
+        raise NotExpressible("the checker gives the block its input's length and device, read off the input")
     if any(":" in source and not source.startswith("value:") for _, source in adapted.arguments):
         raise NotExpressible("the code takes its masks as lengths or in two parts")
     return [[name, source] for name, source in adapted.arguments]

@@ -16,10 +16,10 @@ import torch.nn as nn
 
 from adapters import alignment, recipes
 from adapters.building import PROBE, build_from_plan, probe_build
-from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, argument_values, first_tensor,
-                                 forward_parameters, from_layout, in_layout, in_torch_style, inputs_not_accepted,
-                                 name_words, per_sample, plan_arguments, positions_of, returns_table, setup_call,
-                                 stacked)
+from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, argument_values, derived_inputs,
+                                 first_tensor, forward_parameters, from_layout, in_layout, in_torch_style,
+                                 inputs_not_accepted, name_words, per_sample, plan_arguments, positions_of,
+                                 returns_table, setup_call, stacked)
 from adapters.construction import causal_flag, constructed_with, hyperparameters_fed
 from adapters.lint import self_attributes
 from adapters.masks import FULL_SHAPE, from_convention, full_masks
@@ -56,7 +56,7 @@ class Adapted(Transparent):
 
     def called(self, *args):
         """The block's output for the canonical inputs ``args`` (one sample's, for code without a batch axis)."""
-        named = dict(zip(CANONICAL_CALLS[self.role], args))
+        named = derived_inputs(dict(zip(CANONICAL_CALLS[self.role], args)))
         named = in_layout(full_masks(named) if (self.convention or "").endswith(FULL_SHAPE) else named, self.layout)
         if self.setup:  # state the forward reads, set first as the author's own code does (init_keys(key))
             getattr(self.inner, self.setup)(**argument_values(self.setup_arguments, named, self.convention))

@@ -256,6 +256,21 @@ def embedding_scales(first, second):
     return found
 
 
+def lookup_scales(case, component=ROLE):
+    """``(embedding_scales, first trace, the model's own output, the author's model)`` of the model of ``case``
+    called on its canonical inputs and again with other tokens at the unpadded positions (:func:`embedding_scales`)."""
+    m = case.build(component)
+    inner = getattr(m, "inner", m)
+    src, tgt, src_mask, tgt_mask = canonical_inputs(case, component)
+    other_src = torch.where(src_mask.any(1), (src % (case.cfg.src_vocab - 1)) + 1, src)
+    other_tgt = (tgt % (case.cfg.tgt_vocab - 1)) + 1
+    other_tgt = torch.where(tgt == PAD, tgt, other_tgt)
+    first = traced(m, inner, (src, tgt, src_mask, tgt_mask))
+    logits = getattr(m, "raw_output", None)
+    second = traced(m, inner, (other_src, other_tgt, src_mask, tgt_mask))
+    return embedding_scales(first, second), first, logits, inner
+
+
 def scaled_on_the_shared_projection(inner, embeddings, trace, logits, expected):
     """Whether the model's output (``logits``) is 1 / ``expected`` times the output of a linear map sharing its
     weight with the unscaled ``embeddings`` (§3.4's shared matrix, scaled on the output side instead)."""
@@ -277,16 +292,7 @@ def test_embeddings_reach_the_stacks_scaled(impl, device, component, drawn):
     first input of each stack by sqrt(d_model) times the change of the embedding lookup (positional encodings add a
     table that does not depend on the tokens, eval-mode dropout nothing)."""
     case = model_case(impl, device, drawn)
-    m = case.build(component)
-    inner = getattr(m, "inner", m)
-    src, tgt, src_mask, tgt_mask = canonical_inputs(case, component)
-    other_src = torch.where(src_mask.any(1), (src % (case.cfg.src_vocab - 1)) + 1, src)
-    other_tgt = (tgt % (case.cfg.tgt_vocab - 1)) + 1
-    other_tgt = torch.where(tgt == PAD, tgt, other_tgt)
-    first = traced(m, inner, (src, tgt, src_mask, tgt_mask))
-    logits = getattr(m, "raw_output", None)
-    second = traced(m, inner, (other_src, other_tgt, src_mask, tgt_mask))
-    scales = embedding_scales(first, second)
+    scales, first, logits, inner = lookup_scales(case, component)
     if not scales:
         raise Missing(f"{component}.embedding_lookup_not_seen", "an nn.Embedding lookup of the tokens (§3.4)",
                       "no nn.Embedding output changed with the tokens (the lookup is not an nn.Embedding module)")

@@ -115,6 +115,15 @@ def estimated_bases(table, d):
     return torch.exp(-torch.log(angle) * d / (2 * i))
 
 
+def diagnose_table_or_none(observed, case, requirement):
+    """The finding :func:`diagnose_table` names, or None where it finds no known table (a generic mismatch)."""
+    try:
+        diagnose_table(observed, case, requirement, "")
+    except (Failure, Deviation) as finding:
+        return None if finding.cause == f"{ROLE}.values" else finding
+    return None
+
+
 def diagnose_table(observed, case, requirement, where):
     """Raise the finding that names what ``observed`` is, else a generic failure."""
     length, d = observed.shape
@@ -152,6 +161,11 @@ def test_values_match_closed_form(impl, device, component, drawn):
         return
     requirement = (f"PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...) (§3.5; d_model="
                    f"{cfg.d_model}, positions 0..{cfg.max_len - 1}; tolerance {TABLE_ATOL})")
+    learned = next((name for name, p in module.named_parameters() if p.requires_grad and holds_table(p, observed[0])),
+                   None)
+    if learned is not None and diagnose_table_or_none(observed[0], case, requirement) is None:
+        raise Deviation(f"{ROLE}.table_is_trainable", requirement, f"the table is the trainable parameter {learned!r}: "
+                        "learned positional embeddings (Table 3, row E), whose values are learned, not the sinusoids")
     diagnose_table(observed[0], case, requirement, "the output on zeros is")
 
 
@@ -313,6 +327,8 @@ def test_dropout_on_the_sums(impl, device, component, drawn):
     P_drop = 0.5 each entry of the output is either 0 or (x + PE) / (1 - P_drop)."""
     case = pe_case(impl, device, drawn).with_config(dropout=0.5)
     module = case.build(component)
+    if getattr(module, "adds_table", False):
+        return  # a table its caller adds and drops out (test_dropout_on_the_sums_inside_the_block)
     cfg, length = case.cfg, case.cfg.max_len
     pe = observed_table(case, module)  # eval mode: the table the module adds
     x = case.randn(length, length, cfg.d_model) + 0.5  # batch = length, as in observed_table

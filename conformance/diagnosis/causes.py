@@ -109,6 +109,9 @@ CATALOGUE = (
       "configuration cannot be given to it"),
     E("adapter.import_failed", "", "a name the code uses was to come from an import that failed here (a package "
       "not installed)"),
+    E("adapter.scaling_caller_not_run", "§3.4", "the embedding block returns unscaled rows and code the checker "
+      "could not run multiplies a lookup by a square root: where the sqrt(d_model) of §3.4 is applied is not "
+      "established"),
     E("adapter.takes_token_ids", "§3.4", "the block embeds token ids itself, where the canonical call gives it "
       "vectors"),
     E("adapter.check_crashed", "", "the checker's own code failed, running none of the author's (its internal "
@@ -201,6 +204,9 @@ CATALOGUE = (
       "against"),
     E("{component}.not_a_scaled_lookup", "§3.4", "the output is no constant multiple of the looked-up rows"),
     E("{component}.not_scaled", "§3.4", "the embeddings are not multiplied by sqrt(d_model)"),
+    E("{component}.scaled_by_its_caller", "§3.4", "the block returns unscaled rows and the model multiplies them by "
+      "sqrt(d_model) after it, on their way to the stacks: §3.4 held by the model, the scaling placed outside the "
+      "embedding block"),
     E("{component}.divided_by_sqrt_d_model", "§3.4", "the embeddings are divided by sqrt(d_model) instead of "
       "multiplied"),
     E("{component}.scaled_by_d_model", "§3.4", "the embeddings are multiplied by d_model instead of sqrt(d_model)"),
