@@ -55,6 +55,8 @@ def accepts(role, obj):
         return True
     if role == "model":
         return not inspect.isclass(obj) or takes_two_sequences(obj)
+    if role == "generator":
+        return inspect.isclass(obj) and maps_to_a_vocabulary(obj)
     return inspect.isclass(obj)
 
 
@@ -209,6 +211,19 @@ def acts_as(role, cls):
             return bool(SIGNATURES[role](module.eval(), x))
     except Exception:  # the candidate's own code: it does not act as the role
         return False
+
+
+@functools.lru_cache(maxsize=512)
+def maps_to_a_vocabulary(cls):
+    """Whether module class ``cls`` can be a generator, the map from d_model to the vocabulary's logits (§3.4):
+    built on the probe configuration, one of its weights has an axis as long as a vocabulary. An attention head
+    ``Head(d_model, d_k)`` has none; a class that does not build there is not ruled out (its checks say why)."""
+    module = probe_build(Binding("generator", cls.__name__, cls, constructor_plan_or_none(cls, "generator", {})), {})
+    if not isinstance(module, nn.Module):
+        return True
+    vocabularies = {PROBE.vocab_size, PROBE.src_vocab, PROBE.tgt_vocab}
+    weights = [p for p in module.parameters() if p.dim() >= 2]
+    return not weights or any(set(p.shape) & vocabularies for p in weights)
 
 
 def takes_two_vocabularies(cls):
