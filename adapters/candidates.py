@@ -74,11 +74,13 @@ def takes_two_sequences(cls):
         p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters) >= 2
 
 
-def ranked(role, found, taken, prefer=frozenset()):
+def ranked(role, found, taken, prefer=frozenset(), completed=None):
     """Candidates for ``role``, those named in ``prefer`` first, then (for the model) the functions that build it
     as its author does (``make_model``, rather than a class built of the checker's guesses), then best name first;
     an object already bound to another role is not a candidate. A function whose name says nothing is still a
-    subsequent-mask helper when it makes one (:func:`makes_causal_mask`), ranked after the names."""
+    subsequent-mask helper when it makes one (:func:`makes_causal_mask`), ranked after the names; so is the model
+    class whose forward pass the author's own run completed (``completed``, ``adapters.observe``), whatever its name
+    (``Transformer_Encoder_Decoder``, whose longest run of words names an encoder)."""
     scored = []
     for name, obj in found.items():
         if name in taken or not accepts(role, obj):
@@ -92,7 +94,7 @@ def ranked(role, found, taken, prefer=frozenset()):
             score = WORD_SCORE
         if not score and role == "subsequent_mask" and makes_causal_mask(obj):
             score = BEHAVIOUR_SCORE
-        if not score and role == "model" and takes_two_vocabularies(obj):
+        if not score and role == "model" and (short == completed or takes_two_vocabularies(obj)):
             score = BEHAVIOUR_SCORE
         if not score and role in SIGNATURES and inspect.isclass(obj) and acts_as(role, obj):
             score = BEHAVIOUR_SCORE

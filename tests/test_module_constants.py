@@ -82,7 +82,8 @@ def test_the_constants_a_class_reads_are_knobs_though_other_classes_take_sizes(t
 
 
 def test_a_constant_no_class_reads_is_no_knob(tmp_path):
-    source = MIXED.replace("nn.Linear(dim, FF_DIM), nn.Linear(FF_DIM, dim)", "nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)")
+    source = MIXED.replace("nn.Linear(dim, FF_DIM), nn.Linear(FF_DIM, dim)",
+                           "nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)")
     loaded, module, classes = loaded_module(tmp_path, source)
     assert {name for _, name, _ in observe.size_knobs(module, loaded.project_modules(), classes)} == {"EMBED_DIM"}
 
