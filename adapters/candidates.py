@@ -79,8 +79,8 @@ def ranked(role, found, taken, prefer=frozenset(), completed=None):
     as its author does (``make_model``, rather than a class built of the checker's guesses), then best name first;
     an object already bound to another role is not a candidate. A function whose name says nothing is still a
     subsequent-mask helper when it makes one (:func:`makes_causal_mask`), ranked after the names; so is the model
-    class whose forward pass the author's own run completed (``completed``, ``adapters.observe``), whatever its name
-    (``Transformer_Encoder_Decoder``, whose longest run of words names an encoder)."""
+    class whose forward pass the author's own run completed (``completed``, ``adapters.observe``), whatever its name,
+    and one whose name says it holds both stacks (:func:`names_both_stacks`)."""
     scored = []
     for name, obj in found.items():
         if name in taken or not accepts(role, obj):
@@ -94,7 +94,8 @@ def ranked(role, found, taken, prefer=frozenset(), completed=None):
             score = WORD_SCORE
         if not score and role == "subsequent_mask" and makes_causal_mask(obj):
             score = BEHAVIOUR_SCORE
-        if not score and role == "model" and (short == completed or takes_two_vocabularies(obj)):
+        if not score and role == "model" and (short == completed or names_both_stacks(short)
+                                              or takes_two_vocabularies(obj)):
             score = BEHAVIOUR_SCORE
         if not score and role in SIGNATURES and inspect.isclass(obj) and acts_as(role, obj):
             score = BEHAVIOUR_SCORE
@@ -213,6 +214,13 @@ def acts_as(role, cls):
             return bool(SIGNATURES[role](module.eval(), x))
     except Exception:  # the candidate's own code: it does not act as the role
         return False
+
+
+def names_both_stacks(name):
+    """Whether ``name``'s words name an encoder and a decoder (``Transformer_Encoder_Decoder``): what holds both
+    stacks is the model (§3), though its longest run of words (``TransformerEncoder``) names an encoder."""
+    words = {w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)}
+    return bool(words & {"encoder", "enc"}) and bool(words & {"decoder", "dec"})
 
 
 @functools.lru_cache(maxsize=512)
