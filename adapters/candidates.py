@@ -172,12 +172,19 @@ def normalizes(module, x):
 
 
 def looks_up_tokens(module, x):
-    """§3.4 embeddings: token ids to d_model vectors, one vector per token wherever it stands."""
+    """§3.4 embeddings: token ids to d_model vectors, one vector per token wherever it stands, or (a block adding
+    its positions itself, §3.5) one per token and position: two samples then differ, at any position, by what
+    their tokens there are only."""
     tokens = torch.randint(0, PROBE.vocab_size, x.shape[:2], generator=torch.Generator().manual_seed(1))
     tokens[1, 3] = tokens[0, 0]
+    tokens[:, 4] = tokens[:, 1]  # the same pair of tokens at positions 1 and 4
+    tokens[1, 1:] = torch.where(tokens[1, 1:] == tokens[0, 1:], (tokens[1, 1:] + 1) % PROBE.vocab_size, tokens[1, 1:])
     out = module(tokens)
-    return isinstance(out, torch.Tensor) and out.is_floating_point() and out.shape == x.shape \
-        and torch.allclose(out[0, 0], out[1, 3])
+    if not (isinstance(out, torch.Tensor) and out.is_floating_point() and out.shape == x.shape):
+        return False
+    apart = out[0] - out[1]
+    return bool(torch.allclose(out[0, 0], out[1, 3]) or torch.allclose(apart[1], apart[4], atol=1e-5)
+                and not torch.allclose(apart[1], torch.zeros_like(apart[1])))
 
 
 def adds_positions(module, x):

@@ -135,3 +135,34 @@ def test_a_model_making_its_own_masks_passes_and_a_planted_bug_is_named(tmp_path
     assert any(c["verdict"] == "pass" for c in checks), output
     flagged = {c["cause"] for c in checks if c["verdict"] in ("fail", "error")}
     assert expected in flagged if expected else flagged == set(), output
+
+
+COMBINED_EMBEDDING = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn as nn
+
+
+    class Input_Stage(nn.Module):
+        """Token vectors scaled by sqrt(d_model) plus sinusoids (§3.4, §3.5), in one block named for neither."""
+        def __init__(self, vocab_size, d_model):
+            super().__init__()
+            self.lookup, self.d_model = nn.Embedding(vocab_size, d_model), d_model
+
+        def forward(self, tokens):
+            position = torch.arange(tokens.size(1)).unsqueeze(1).float()
+            rates = torch.exp(torch.arange(0, self.d_model, 2).float() * (-math.log(10000.0) / self.d_model))
+            table = torch.zeros(tokens.size(1), self.d_model)
+            table[:, 0::2], table[:, 1::2] = torch.sin(position * rates), torch.cos(position * rates)
+            return self.lookup(tokens) * math.sqrt(self.d_model) + table
+''')
+
+
+@pytest.mark.parametrize("scale, verdict", [("math.sqrt(self.d_model)", "pass"), ("1.0", "fail")])
+def test_a_combined_embedding_block_is_found_by_what_it_does(tmp_path, scale, verdict):
+    """A block named for no role that looks tokens up and adds their positions is the embedding (no model shows
+    it): bound, a right scale passes and a missing one is named."""
+    path = tmp_path / "stage.py"
+    path.write_text(COMBINED_EMBEDDING.replace("math.sqrt(self.d_model) + table", f"{scale} + table"))
+    code, output, report = run_suite(f"--impl={path}", "-k", "embedding_scaled", tmp_path=tmp_path)
+    assert [c["verdict"] for c in report["checks"] if c["component"] == "embedding"] == [verdict], output
