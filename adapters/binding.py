@@ -158,7 +158,9 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                                                      KEY_VECTORS if masks.get("key_vectors") else "")
     for role in ROLE_ORDER:
         forced = overrides.get("roles", {}).get(role)
-        options = [(1.0, forced, namespace[forced])] if forced in namespace else ranked(role, found, taken, prefer)
+        completed = getattr(observed, "completed", None)  # the author's model, as the author's own run showed
+        options = [(1.0, forced, namespace[forced])] if forced in namespace else ranked(role, found, taken, prefer,
+                                                                                       completed)
         if role != "model" and not forced:  # (every model is the top of its tree: nothing uses it)
             kept = without_dead_code(options, used)
             dropped = [name for _, name, _ in options if name not in {n for _, n, _ in kept}]

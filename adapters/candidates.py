@@ -55,6 +55,8 @@ def accepts(role, obj):
         return True
     if role == "model":
         return not inspect.isclass(obj) or takes_two_sequences(obj)
+    if role == "generator":
+        return inspect.isclass(obj) and maps_to_a_vocabulary(obj)
     return inspect.isclass(obj)
 
 
@@ -72,11 +74,13 @@ def takes_two_sequences(cls):
         p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters) >= 2
 
 
-def ranked(role, found, taken, prefer=frozenset()):
+def ranked(role, found, taken, prefer=frozenset(), completed=None):
     """Candidates for ``role``, those named in ``prefer`` first, then (for the model) the functions that build it
     as its author does (``make_model``, rather than a class built of the checker's guesses), then best name first;
     an object already bound to another role is not a candidate. A function whose name says nothing is still a
-    subsequent-mask helper when it makes one (:func:`makes_causal_mask`), ranked after the names."""
+    subsequent-mask helper when it makes one (:func:`makes_causal_mask`), ranked after the names; so is the model
+    class whose forward pass the author's own run completed (``completed``, ``adapters.observe``), whatever its name,
+    and one whose name says it holds both stacks (:func:`names_both_stacks`)."""
     scored, layers = [], single_layers(found)
     for name, obj in found.items():
         if name in taken or not accepts(role, obj) or (role in STACK_OF.values() and name in layers):
@@ -94,7 +98,8 @@ def ranked(role, found, taken, prefer=frozenset()):
             score = WORD_SCORE
         if not score and role == "subsequent_mask" and makes_causal_mask(obj):
             score = BEHAVIOUR_SCORE
-        if not score and role == "model" and takes_two_vocabularies(obj):
+        if not score and role == "model" and (short == completed or names_both_stacks(short)
+                                              or takes_two_vocabularies(obj)):
             score = BEHAVIOUR_SCORE
         if not score and role in SIGNATURES and inspect.isclass(obj) and acts_as(role, obj):
             score = BEHAVIOUR_SCORE
@@ -209,12 +214,19 @@ def normalizes(module, x):
 
 
 def looks_up_tokens(module, x):
-    """§3.4 embeddings: token ids to d_model vectors, one vector per token wherever it stands."""
+    """§3.4 embeddings: token ids to d_model vectors, one vector per token wherever it stands, or (a block adding
+    its positions itself, §3.5) one per token and position: two samples then differ, at any position, by what
+    their tokens there are only."""
     tokens = torch.randint(0, PROBE.vocab_size, x.shape[:2], generator=torch.Generator().manual_seed(1))
     tokens[1, 3] = tokens[0, 0]
+    tokens[:, 4] = tokens[:, 1]  # the same pair of tokens at positions 1 and 4
+    tokens[1, 1:] = torch.where(tokens[1, 1:] == tokens[0, 1:], (tokens[1, 1:] + 1) % PROBE.vocab_size, tokens[1, 1:])
     out = module(tokens)
-    return isinstance(out, torch.Tensor) and out.is_floating_point() and out.shape == x.shape \
-        and torch.allclose(out[0, 0], out[1, 3])
+    if not (isinstance(out, torch.Tensor) and out.is_floating_point() and out.shape == x.shape):
+        return False
+    apart = out[0] - out[1]
+    return bool(torch.allclose(out[0, 0], out[1, 3]) or torch.allclose(apart[1], apart[4], atol=1e-5)
+                and not torch.allclose(apart[1], torch.zeros_like(apart[1])))
 
 
 def adds_positions(module, x):
@@ -251,6 +263,26 @@ def acts_as(role, cls):
             return bool(SIGNATURES[role](module.eval(), x))
     except Exception:  # the candidate's own code: it does not act as the role
         return False
+
+
+def names_both_stacks(name):
+    """Whether ``name``'s words name an encoder and a decoder (``Transformer_Encoder_Decoder``): what holds both
+    stacks is the model (§3), though its longest run of words (``TransformerEncoder``) names an encoder."""
+    words = {w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)}
+    return bool(words & {"encoder", "enc"}) and bool(words & {"decoder", "dec"})
+
+
+@functools.lru_cache(maxsize=512)
+def maps_to_a_vocabulary(cls):
+    """Whether module class ``cls`` can be a generator, the map from d_model to the vocabulary's logits (§3.4):
+    built on the probe configuration, one of its weights has an axis as long as a vocabulary. An attention head
+    ``Head(d_model, d_k)`` has none; a class that does not build there is not ruled out (its checks say why)."""
+    module = probe_build(Binding("generator", cls.__name__, cls, constructor_plan_or_none(cls, "generator", {})), {})
+    if not isinstance(module, nn.Module):
+        return True
+    vocabularies = {PROBE.vocab_size, PROBE.src_vocab, PROBE.tgt_vocab}
+    weights = [p for p in module.parameters() if p.dim() >= 2]
+    return not weights or any(set(p.shape) & vocabularies for p in weights)
 
 
 def takes_two_vocabularies(cls):

@@ -264,6 +264,8 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
             learned[name] = "src_vocab"
         elif name in optional:  # a field of a configuration object: its default stands
             learned[name] = None
+        elif any(w in n for w in ("len", "max", "seq")):  # a bound on the length that sizes no weight of its own
+            learned[name] = "max_len"                     # (only a mask buffer, or a table sized by the larger bound)
         else:
             raise LookupError(f"cannot tell what constructor argument {name!r} of {name_of} is (built with "
                               f"{name}={value}, no weight took that size)")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dis
 import inspect
 import io
 import os
@@ -278,23 +279,22 @@ def run_one(code, namespace, filename, seconds):
 
 
 def size_knobs(namespace, modules, module_classes):
-    """The globals through which the author's code takes its sizes, ``[(module dict, name, Config field)]``, when
-    the author's module classes take none of them as constructor arguments and read them from globals or a
-    constants module instead; else [].
+    """The globals through which the author's code takes its sizes, ``[(module dict, name, Config field)]``; [] when
+    there are none.
 
     They are the module-level numbers of the submission's modules (the loaded module's globals, set by its main
     block when observed, and those of its other modules, a copy ``from constants import D_MODEL`` included) whose
     names are those of the canonical sizes (``D_MODEL``, ``n_heads``, ``N_LAYERS``, ``SRC_VOCAB_SIZE``, ``DROPOUT``
-    ...); a width must be among them. Setting them before a block is built is how its author configures it: the
-    checker does the same (``conformance.contract.interface.set_size_globals``), instead of feeding a constructor that takes
-    nothing."""
-    for cls in module_classes:
-        try:
-            parameters = inspect.signature(cls).parameters
-        except (TypeError, ValueError):
-            continue
-        if any(argument_role(p) in ("d_model", "h", "d_ff") for p in parameters):
-            return []
+    ...). Setting them before a block is built is how its author configures it: the checker does the same
+    (``conformance.contract.interface.set_size_globals``), instead of feeding a constructor that takes nothing.
+
+    Where no class takes a size as a constructor argument, all of them are knobs, a width among them. Where some
+    classes do and others read constants (``FeedForward(d_model)`` reading ``D_FF``, ``MultiHeadAttention(h)``
+    reading ``D_MODEL``), the knobs are the constants a class's own code reads (:func:`globals_read`): the author
+    sets them to match the arguments, and so does the checker. A dropout rate is then no knob: a rate given as an
+    argument that does not reach the blocks reading the constant is what ``dropout_rate_ignored`` names (§5.4)."""
+    sizes = [p for cls in module_classes for p in constructor_parameters(cls)
+             if argument_role(p) in ("d_model", "h", "d_ff")]
     knobs, seen = [], set()
     sources = [namespace] + [vars(sys.modules[m]) for m in sorted(modules) if m in sys.modules]
     for values in sources:
@@ -308,7 +308,38 @@ def size_knobs(namespace, modules, module_classes):
             if canonical in SIZE_FIELDS and type(value) is int and value > 0 or canonical == "dropout" \
                     and type(value) is float and 0 <= value < 1 or canonical == "pad_idx" and type(value) is int:
                 knobs.append((values, name, canonical))
-    return knobs if any(field == "d_model" for _, _, field in knobs) else []
+    if not sizes:
+        return knobs if any(field == "d_model" for _, _, field in knobs) else []
+    read = {(id(values), name) for cls in module_classes for values, name in globals_read(cls)}
+    return [(values, name, field) for values, name, field in knobs
+            if (id(values), name) in read and field != "dropout"]
+
+
+def constructor_parameters(cls):
+    """The names of ``cls``'s constructor parameters, () when it has no readable signature."""
+    try:
+        return tuple(inspect.signature(cls).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
+def globals_read(cls):
+    """``[(module dict, name)]``: the global names the methods ``cls`` defines itself read (their nested functions
+    and comprehensions included), each with the module dict it is read from."""
+    found = []
+    for method in vars(cls).values():
+        function = inspect.unwrap(getattr(method, "__func__", method)) if callable(
+            getattr(method, "__func__", method)) else None
+        code = getattr(function, "__code__", None)
+        if code is None:
+            continue
+        stack = [code]
+        while stack:
+            code = stack.pop()
+            found += [(function.__globals__, i.argval) for i in dis.get_instructions(code)
+                      if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+            stack += [c for c in code.co_consts if inspect.iscode(c)]
+    return found
 
 
 def with_pad_index(helper, knobs):

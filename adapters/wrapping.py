@@ -133,8 +133,10 @@ class AdaptedModel(Transparent):
 
     def by_encode_and_decode(self):
         """The same model called through its ``encode`` and ``decode`` methods (the path its author's own decoding
-        takes) when the canonical call goes through its ``forward``; else None."""
-        if self.forward_arguments is None or self.encode_arguments is None:
+        takes) when the canonical call goes through its ``forward``; else None, and None for a ``forward`` that makes
+        its own masks from the pad index (``forward(x, y)``): nothing the checker saw says in what shape and
+        convention ``encode`` and ``decode`` take them."""
+        if self.forward_arguments is None or self.encode_arguments is None or self.masks_from_tokens:
             return None
         other = copy.copy(self)
         other.forward_arguments = None

@@ -84,7 +84,8 @@ def test_sizes_are_not_fixed_where_the_classes_take_them(tmp_path):
                             "def __init__(self, d_model=4):\n        super().__init__()\n        self.inner")
     loaded = load_code(notebook(tmp_path / "nb.ipynb", source, "d_model = 6\nn_layers = 2\n"))
     module = vars(loaded.module)
-    assert observe.size_knobs(module, loaded.project_modules(), [module["Block"], module["Net"]]) == []
+    knobs = observe.size_knobs(module, loaded.project_modules(), [module["Block"], module["Net"]])
+    assert {(name, field) for _, name, field in knobs} == {("n_layers", "N")}  # Net reads it; Block takes d_model
 
 
 def test_a_projects_demo_script_is_run_as_main(tmp_path):
