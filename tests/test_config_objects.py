@@ -1,0 +1,51 @@
+"""Models built from a configuration object (reading 2026-11-26b, R1): ``Transformer(cfg)`` whose constructor reads
+``cfg.d_model``, ``cfg.src_vocab``, ... is built with those fields set to the checker's sizes, and checked."""
+from adapters.building import fields_read
+from adapters.loading import load_code
+from adapters.submission import load_implementation
+from tests import mutants
+from tests.suite import run_suite
+
+SIGNATURE = '''    def __init__(self, src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000,
+                 share_embeddings=True):
+        super().__init__()
+'''
+READS_A_CONFIG = '''    def __init__(self, cfg):
+        super().__init__()
+        src_vocab, tgt_vocab, N, d_model = cfg.src_vocab_size, cfg.tgt_vocab_size, cfg.num_layers, cfg.width
+        d_ff, h, dropout, max_len, share_embeddings = cfg.d_ff, cfg.n_heads, cfg.dropout, cfg.max_positions, True
+        self.joint = cfg.tokenizer_kind == "joint"  # a field no weight depends on
+'''
+
+
+def config_model(source=None):
+    """The reference (or ``source``, a mutant of it) as an author writes it: no role table, and its model reading
+    its sizes from a configuration object."""
+    source = source or mutants.reference_source()
+    assert source.count(SIGNATURE) == 1
+    return source.replace(SIGNATURE, READS_A_CONFIG).split("\nCONFORMANCE_ROLES = {")[0]
+
+
+def test_the_fields_a_constructor_reads_are_its_configuration(tmp_path):
+    (tmp_path / "config_model.py").write_text(config_model())
+    namespace = vars(load_code(tmp_path / "config_model.py").module)
+    assert fields_read(namespace["Transformer"], "cfg") == [
+        "src_vocab_size", "tgt_vocab_size", "num_layers", "width", "d_ff", "n_heads", "dropout", "max_positions",
+        "tokenizer_kind"]
+    assert fields_read(namespace["EncoderStack"], "N") == []  # a size used as itself, not a configuration
+
+
+def test_a_model_built_from_a_configuration_object_is_checked_and_its_bug_named(tmp_path):
+    correct = tmp_path / "config_model.py"
+    correct.write_text(config_model())
+    impl = load_implementation(str(correct))
+    assert "model" in impl.roles, impl.notes
+    code, output, report = run_suite(f"--impl={correct}", "-m", "model", tmp_path=tmp_path)
+    model = [c for c in report["checks"] if c["component"] == "model"]
+    assert model and not [c for c in model if c["verdict"] in ("fail", "error")], output
+    assert sum(c["verdict"] == "pass" for c in model) >= 10, output
+    planted = mutants.BY_NAME["model_target_without_positional_encoding"]
+    buggy = tmp_path / "config_model_buggy.py"
+    buggy.write_text(mutants.apply(planted, config_model()))
+    code, output, report = run_suite(f"--impl={buggy}", "-m", "model", tmp_path=tmp_path)
+    assert planted.cause in {c["cause"] for c in report["checks"] if c["verdict"] == "fail"}, output
