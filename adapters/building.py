@@ -146,10 +146,10 @@ def _read_fields_of(target, parameter):
 
 
 def fields_read(target, name):
-    """The attributes ``target``'s constructor reads from its argument ``name`` (``cfg.d_model``), in order, when
-    that is all it does with it (the argument is not passed on, stored or called); else ``[]``."""
+    """The attributes ``target``'s constructor (or ``target``, a factory function) reads from its argument ``name``
+    (``cfg.d_model``), in order, when that is all it does with it (not passed on, stored or called); else ``[]``."""
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(target, "__init__", target))))
+        tree = ast.parse(textwrap.dedent(inspect.getsource(target.__init__ if inspect.isclass(target) else target)))
     except (TypeError, OSError, SyntaxError, ValueError):
         return []
     function = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) \

@@ -49,3 +49,51 @@ def test_a_model_built_from_a_configuration_object_is_checked_and_its_bug_named(
     buggy.write_text(mutants.apply(planted, config_model()))
     code, output, report = run_suite(f"--impl={buggy}", "-m", "model", tmp_path=tmp_path)
     assert planted.cause in {c["cause"] for c in report["checks"] if c["verdict"] == "fail"}, output
+
+
+READY_BLOCKS = '''    def __init__(self, src_embedding, tgt_embedding, positional_encoding, encoder, decoder, output_layer):
+        super().__init__()
+        self.src_embedding, self.tgt_embedding, self.output_layer = src_embedding, tgt_embedding, output_layer
+        self.positional_encoding, self.encoder, self.decoder = positional_encoding, encoder, decoder
+
+'''
+FACTORY = '''
+
+def build_transformer(config):
+    """The model of the configuration's sizes, assembled from ready blocks, the target table tied (§3.4)."""
+    d_model, dropout = config.width, config.dropout
+    tgt_embedding = TokenEmbedding(config.tgt_vocab_size, d_model)
+    src_embedding = TokenEmbedding(config.src_vocab_size, d_model)
+    output_layer = OutputLayer(d_model, config.tgt_vocab_size)
+    encoder = EncoderStack(config.num_layers, d_model, config.n_heads, config.d_ff, dropout)
+    decoder = DecoderStack(config.num_layers, d_model, config.n_heads, config.d_ff, dropout)
+    model = Transformer(src_embedding, tgt_embedding, SinusoidalPositionalEncoding(d_model, dropout, 5000),
+                        encoder, decoder, output_layer)
+    for matrix in [p for p in model.parameters() if p.dim() >= 2]:
+        nn.init.xavier_uniform_(matrix)
+    output_layer.linear.weight = tgt_embedding.lookup.weight
+    if config.src_vocab_size == config.tgt_vocab_size:
+        src_embedding.lookup.weight = tgt_embedding.lookup.weight
+    return model
+'''
+
+
+def factory_model(source=None):
+    """The reference (or a mutant of it) whose model takes ready blocks, built by a factory from a configuration."""
+    source = (source or mutants.reference_source()).split("\nCONFORMANCE_ROLES = {")[0]
+    start, end = source.index(SIGNATURE), source.index("    def encode(self")
+    return source[:start] + READY_BLOCKS + source[end:] + FACTORY
+
+
+def test_a_factory_function_taking_a_configuration_object_is_the_model(tmp_path):
+    """``build_transformer(config)`` assembles the model, whose own constructor takes ready blocks and no size:
+    the factory, reading the configuration's fields, is what builds it; a planted bug is still named."""
+    planted = mutants.BY_NAME["model_source_without_positional_encoding"]
+    for source, cause in ((factory_model(), None), (factory_model(mutants.apply(planted)), planted.cause)):
+        path = tmp_path / ("factory_buggy.py" if cause else "factory.py")
+        path.write_text(source)
+        code, output, report = run_suite(f"--impl={path}", "-m", "model", tmp_path=tmp_path)
+        model = [c for c in report["checks"] if c["component"] == "model"]
+        assert sum(c["verdict"] == "pass" for c in model) >= 10, output
+        failed = {c["cause"] for c in model if c["verdict"] in ("fail", "error")}
+        assert failed == set() if cause is None else cause in failed, output
