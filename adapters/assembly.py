@@ -15,11 +15,12 @@ import torch
 from adapters import projections
 from adapters.behaviour import behaves, helper_masks
 from adapters.building import PROBE, Binding, probe_build
-from adapters.call_plans import forward_parameters, plan_arguments
+from adapters.call_plans import forward_parameters, name_words, plan_arguments
 from adapters.candidates import ROLE_ORDER, ranked
 from adapters.construction import builds_a_module, constructor_plan_or_none
 from adapters.masks import to_convention
-from adapters.names import CANONICAL_CALLS, ROLE_NAMES, SUBMODULE_NAMES, name_score, normalize
+from adapters.names import (CANONICAL_CALLS, FUTURE_WORDS, ROLE_NAMES, SUBMODULE_NAMES, name_score,
+                            names_another_role_exactly, normalize)
 from adapters.wrapping import AdaptedModel, function_role
 from conformance.contract.harness import PAD, Case, canonical_inputs
 from conformance.contract.interface import FUNCTION_ROLES, Implementation
@@ -33,8 +34,8 @@ def method_role(role, owner, bindings, convention, module_name, roles):
     """``(binding, function)`` for a function role written as a method of the ``owner`` binding's class
     (``Seq2Seq.make_src_mask(src)`` reading the pad index from the instance): the method of an instance built on
     the probe configuration, when its name says the role and it works under the role's canonical call; else None."""
-    methods = [name for name, value in vars(owner.target).items() if inspect.isfunction(value)
-               and name_score(name, ROLE_NAMES[role])] if inspect.isclass(owner.target) else []
+    methods = sorted((name for name, value in vars(owner.target).items() if inspect.isfunction(value)
+                      and method_names_the_role(name, role)), key=lambda name: -name_score(name, ROLE_NAMES[role]))
     if not methods:
         return None
     instance = probe_build(owner, bindings, convention)
@@ -49,6 +50,17 @@ def method_role(role, owner, bindings, convention, module_name, roles):
         if behaves(Implementation(module_name, {**roles, role: function}), role) is None:
             return binding, function
     return None
+
+
+def method_names_the_role(name, role):
+    """Whether a method's name says it makes ``role``'s mask: a near miss of the role's names that is no other
+    role's name exactly (``make_pad_mask`` is no subsequent mask), or, for the subsequent mask, a mask named for the
+    future positions it hides (``create_autoregressive_mask``, §3.2.3)."""
+    if names_another_role_exactly(name, role):
+        return False
+    words = name_words(name)
+    return bool(name_score(name, ROLE_NAMES[role])) or role == "subsequent_mask" and "mask" in words \
+        and bool(words & FUTURE_WORDS)
 
 
 def with_instance_pad(padding_mask):

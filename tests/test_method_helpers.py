@@ -1,0 +1,41 @@
+"""Helpers written as methods (reading 2026-11-26b, R6): the masks as methods of the model, the subsequent mask under
+a name of its own (``create_autoregressive_mask``), found beside a padding-mask method whose name is a near miss of
+the subsequent mask's (``make_pad_mask``) and is never taken for it."""
+from tests import mutants
+from tests.suite import run_suite
+
+MASK_METHODS = '''    def make_pad_mask(self, tokens, pad=0):
+        """(batch, 1, L): True where the key is a real token (§3.2.3)."""
+        return (tokens != pad)[..., None, :]
+
+    def create_autoregressive_mask(self, tokens):
+        """(1, L, L): True where the key is not later than the query (§3.2.3)."""
+        positions = torch.arange(tokens.size(1), device=tokens.device)
+        return (positions[None, :] <= positions[:, None])[None]
+
+'''
+
+
+def methods_model(masks=MASK_METHODS):
+    """The reference as an author writes it: no role table, no mask functions, the masks methods of its model."""
+    source = mutants.reference_source().split("\nCONFORMANCE_ROLES = {")[0]
+    start, end = source.index("# == Masks"), source.index("# == Parameter counts")
+    source = source[:start] + source[end:]
+    encode = source.index("    def encode(self")
+    return source[:encode] + masks + source[encode:]
+
+
+def test_mask_methods_are_bound_by_what_their_names_say_and_a_wrong_triangle_is_named(tmp_path):
+    correct = tmp_path / "methods.py"
+    correct.write_text(methods_model())
+    code, output, report = run_suite(f"--impl={correct}", "-m", "subsequent_mask or padding_mask", tmp_path=tmp_path)
+    masks = [c for c in report["checks"] if c["component"] in ("subsequent_mask", "padding_mask")]
+    assert {c["component"] for c in masks if c["verdict"] == "pass"} == {"subsequent_mask", "padding_mask"}, output
+    assert not [c for c in masks if c["verdict"] in ("fail", "error")], output
+    assert "subsequent_mask: Transformer.create_autoregressive_mask" in output or any(
+        "create_autoregressive_mask" in note for note in report.get("notes", [])), output
+    buggy = tmp_path / "methods_buggy.py"
+    buggy.write_text(methods_model(MASK_METHODS.replace("<= positions[:, None]", "<= positions[:, None] + 1")))
+    code, output, report = run_suite(f"--impl={buggy}", "-m", "subsequent_mask", tmp_path=tmp_path)
+    assert "subsequent_mask.includes_next_position" in {c["cause"] for c in report["checks"]
+                                                         if c["verdict"] == "fail"}, output
