@@ -8,6 +8,7 @@ import ast
 import contextlib
 import inspect
 import io
+import re
 import textwrap
 
 import torch
@@ -265,3 +266,55 @@ def masks_as_the_model_passes_them(bindings, roles, module_name):
         for hook in hooks:
             hook.remove()
     return {role: plan for role, plan in plans.items() if plan}
+
+
+def masks_of_a_pair_helper(role, found, bindings, convention, module_name, roles):
+    """``(binding, function)`` for a mask role played by one element of a helper that makes both masks at once
+    (``create_masks(src, tgt, pad) -> (src_mask, tgt_mask)``, §3.2.3): the element as wide as the source is the
+    padding mask, the (target, target) one the target's mask (its padding and the subsequent positions); each is
+    bound when it works under the role's canonical call; else None. Only a function named for masks whose code
+    builds a triangle is called."""
+    for name, helper in found.items():
+        element = pair_element(helper, role) if inspect.isfunction(helper) and "mask" in normalize(name) else None
+        if element is None:
+            continue
+        binding = Binding(role, f"{name} (its {'source' if role == 'padding_mask' else 'target'} mask)", element,
+                          masks=helper_masks(role, bindings, convention))
+        function = function_role(binding, convention)
+        if behaves(Implementation(module_name, {**roles, role: function}), role) is None:
+            return binding, function
+    return None
+
+
+def pair_element(helper, role):
+    """The function of the canonical arguments of ``role`` that calls ``helper(src, tgt[, pad])`` and returns the
+    element of its pair of masks that plays ``role``; None when ``helper`` makes no such pair."""
+    try:
+        required = [p for p in inspect.signature(helper).parameters.values() if p.default is p.empty]
+        source = inspect.getsource(helper)
+    except (TypeError, ValueError, OSError):
+        return None
+    if len(required) not in (2, 3) or not re.search(r"\b(triu|tril)\b", source):
+        return None
+
+    def masks(src, tgt, pad_idx):
+        return helper(src, tgt, pad_idx) if len(required) == 3 else helper(src, tgt)
+    try:
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            pair = masks(torch.full((2, 5), PAD + 1), torch.full((2, 4), PAD + 1), PAD)
+    except Exception:  # the author's helper, on tokens it was not written for: no pair
+        return None
+    if not isinstance(pair, (tuple, list)) or len(pair) < 2 or not all(isinstance(m, torch.Tensor) for m in pair):
+        return None
+    sides = [i for i, m in enumerate(pair) if m.shape[-1] == 5] + [i for i, m in enumerate(pair)
+                                                                    if m.dim() >= 2 and m.shape[-2:] == (4, 4)]
+    if len(sides) != 2 or sides[0] == sides[1]:
+        return None
+    source_side, target_side = sides
+
+    def padding_mask(tokens, pad_idx):
+        return masks(tokens, tokens[..., :1].clone().fill_(pad_idx + 1), pad_idx)[source_side]
+
+    def target_mask(tgt):
+        return masks(tgt[..., :1].clone().fill_(PAD + 1), tgt, PAD)[target_side]
+    return padding_mask if role == "padding_mask" else target_mask

@@ -39,3 +39,27 @@ def test_mask_methods_are_bound_by_what_their_names_say_and_a_wrong_triangle_is_
     code, output, report = run_suite(f"--impl={buggy}", "-m", "subsequent_mask", tmp_path=tmp_path)
     assert "subsequent_mask.includes_next_position" in {c["cause"] for c in report["checks"]
                                                          if c["verdict"] == "fail"}, output
+
+
+PAIR_HELPER = '''
+
+def create_masks(src_batch, tgt_batch, padding_idx):
+    """Both masks at once (§3.2.3): the source's padding (batch, 1, Ls) and the target's padding combined with its
+    lower triangle (batch, Lt, Lt); True where a key may be attended."""
+    src_mask = (src_batch != padding_idx)[:, None, :]
+    lower = torch.tril(torch.ones(tgt_batch.size(1), tgt_batch.size(1), dtype=torch.bool, device=tgt_batch.device))
+    return src_mask, (tgt_batch != padding_idx)[:, None, :] & lower
+'''
+
+
+def test_one_helper_making_both_masks_plays_both_mask_roles_and_a_wrong_triangle_is_named(tmp_path):
+    correct = tmp_path / "pair.py"
+    correct.write_text(methods_model(masks="") + PAIR_HELPER)
+    code, output, report = run_suite(f"--impl={correct}", "-m", "subsequent_mask or padding_mask", tmp_path=tmp_path)
+    masks = [c for c in report["checks"] if c["component"] in ("subsequent_mask", "padding_mask")]
+    assert {c["component"] for c in masks if c["verdict"] == "pass"} == {"subsequent_mask", "padding_mask"}, output
+    assert not [c for c in masks if c["verdict"] in ("fail", "error")], output
+    buggy = tmp_path / "pair_buggy.py"
+    buggy.write_text(methods_model(masks="") + PAIR_HELPER.replace("torch.tril(", "torch.triu("))
+    code, output, report = run_suite(f"--impl={buggy}", "-m", "subsequent_mask", tmp_path=tmp_path)
+    assert "subsequent_mask.triu" in {c["cause"] for c in report["checks"] if c["verdict"] == "fail"}, output
