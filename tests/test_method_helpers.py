@@ -1,6 +1,7 @@
-"""Helpers written as methods (reading 2026-11-26b, R6): the masks as methods of the model, the subsequent mask under
-a name of its own (``create_autoregressive_mask``), found beside a padding-mask method whose name is a near miss of
-the subsequent mask's (``make_pad_mask``) and is never taken for it."""
+"""Roles written otherwise (reading 2026-11-26b, R4, R6, R8): the masks as methods of the model (the subsequent
+mask under a name of its own, ``create_autoregressive_mask``, beside a padding-mask method whose name is a near miss
+of the subsequent mask's, ``make_pad_mask``, never taken for it), both masks made by one helper, and a multi-head
+block under a name the checker does not know, found by what it does."""
 from tests import mutants
 from tests.suite import run_suite
 
@@ -63,3 +64,27 @@ def test_one_helper_making_both_masks_plays_both_mask_roles_and_a_wrong_triangle
     buggy.write_text(methods_model(masks="") + PAIR_HELPER.replace("torch.tril(", "torch.triu("))
     code, output, report = run_suite(f"--impl={buggy}", "-m", "subsequent_mask", tmp_path=tmp_path)
     assert "subsequent_mask.triu" in {c["cause"] for c in report["checks"] if c["verdict"] == "fail"}, output
+
+
+def unnamed_attention(source):
+    """``source`` as an author writes it whose multi-head block is called ``MultiHead`` and held as ``multiHead``
+    and ``maskedMultiHead``: neither name is one the checker knows for the role."""
+    source = source.split("\nCONFORMANCE_ROLES = {")[0]
+    for old, new in (("MultiHeadAttention", "MultiHead"), ("self.self_attention", "self.maskedMultiHead"),
+                     ("self.cross_attention", "self.multiHead")):
+        source = source.replace(old, new)
+    return source
+
+
+def test_a_multi_head_block_named_otherwise_is_found_by_what_it_does_and_its_bug_named(tmp_path):
+    correct = tmp_path / "unnamed.py"
+    correct.write_text(unnamed_attention(mutants.reference_source()))
+    code, output, report = run_suite(f"--impl={correct}", "-m", "multi_head_attention", tmp_path=tmp_path)
+    mha = [c for c in report["checks"] if c["component"] == "multi_head_attention"]
+    assert sum(c["verdict"] == "pass" for c in mha) >= 5 and not [
+        c for c in mha if c["verdict"] in ("fail", "error")], output
+    planted = mutants.BY_NAME["mha_mask_not_passed"]
+    buggy = tmp_path / "unnamed_buggy.py"
+    buggy.write_text(unnamed_attention(mutants.apply(planted)))
+    code, output, report = run_suite(f"--impl={buggy}", "-m", "multi_head_attention", tmp_path=tmp_path)
+    assert planted.cause in {c["cause"] for c in report["checks"] if c["verdict"] == "fail"}, output
