@@ -32,13 +32,13 @@ from adapters.assembly import (METHOD_ROLES, assembled_together, masks_as_the_mo
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, behaves, embeds_token_ids,
                                 fails_on_shapes, float32_only, helper_masks, hides_a_masked_key, learns_weights,
                                 masks_of_another_shape, target_shift, works_in_layout, works_memory_first)
-from adapters.building import PROBE, Binding, builds, constructed_by_name
-from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, first_tensor, in_torch_style,
-                                 plan_arguments, positions_of, returns_table)
+from adapters.building import PROBE, Binding, builds, constructed_by_name, probe_build
+from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, first_tensor, forward_parameters,
+                                 in_torch_style, plan_arguments, positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
 from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_convention, infer_convention
-from adapters.names import CANONICAL_CALLS
+from adapters.names import CANONICAL_CALLS, normalize
 from adapters.observe import without_batch_axis
 from adapters.wrapping import module_builder, role_builder
 from conformance.contract.interface import Implementation
@@ -273,6 +273,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             found_method = method_role(role, bindings[owner], bindings, convention, module_name, roles)
             if found_method is not None:
                 bindings[role], roles[role] = found_method
+    if "model" in bindings:
+        masks_as_its_stacks_take_them(bindings, roles, module_name, convention)
     for role in ("padding_mask", "subsequent_mask"):
         if role not in bindings:
             from_pair = masks_of_a_pair_helper(role, found, bindings, convention, module_name, roles)
@@ -355,6 +357,27 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             if other.working > found.working:
                 found = other
     return found
+
+
+def masks_as_its_stacks_take_them(bindings, roles, module_name, convention):
+    """A model whose forward takes no mask (it makes its own from the tokens) yet whose ``encode`` and ``decode``
+    pass the masks they are given to stacks that take them with a head axis: those methods are given masks with the
+    head axis too, when the model then works."""
+    model = bindings["model"]
+    stacks = [bindings[r] for r in ("encoder", "decoder", "encoder_layer", "decoder_layer") if r in bindings]
+    if model.masks is not None or not any((b.masks or "").endswith(HEAD_AXIS) for b in stacks):
+        return
+    built = probe_build(model, bindings, convention)
+    if not all(callable(getattr(built, m, None)) for m in ("encode", "decode")) \
+            or any("mask" in normalize(p.name) for p in forward_parameters(built)):
+        return
+    model.masks = convention.removesuffix(KEY_VECTORS) + HEAD_AXIS
+    roles["model"] = module_builder(model, bindings, convention)
+    if behaves(Implementation(module_name, roles), "model") is None:
+        model.notes.append("(its encode and decode given masks with a head axis, as its stacks take them)")
+    else:
+        model.masks = None
+        roles["model"] = module_builder(model, bindings, convention)
 
 
 def read_overrides(directory):

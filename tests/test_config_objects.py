@@ -97,3 +97,38 @@ def test_a_factory_function_taking_a_configuration_object_is_the_model(tmp_path)
         assert sum(c["verdict"] == "pass" for c in model) >= 10, output
         failed = {c["cause"] for c in model if c["verdict"] in ("fail", "error")}
         assert failed == set() if cause is None else cause in failed, output
+
+
+OWN_MASKS = '''    def forward(self, src, tgt):
+        """The masks made here from the pad token 0, with a head axis, as the stacks take them (§3.2.3)."""
+        src_mask = (src != 0)[:, None, None, :]
+        causal = torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool, device=tgt.device).tril()
+        tgt_mask = (tgt != 0)[:, None, None, :] & causal
+        return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
+'''
+
+
+def own_masks_model(source=None):
+    """The reference (or a mutant) whose model makes its masks itself in forward(src, tgt), with the head axis its
+    attention takes; its encode and decode still take masks."""
+    source = (source or mutants.reference_source()).split("\nCONFORMANCE_ROLES = {")[0]
+    forward = source.index("    def forward(self, src, tgt, src_mask, tgt_mask):")
+    end = source.index("\n\n\n", forward)
+    source = source[:forward] + OWN_MASKS + source[end + 1:]
+    return source.replace("            mask = mask.unsqueeze(1)  # [B, 1, Lq or 1, Lk]: every head obeys the same mask\n",
+                          "            pass  # the mask comes with its head axis\n")
+
+
+def test_a_model_making_its_masks_has_its_encode_and_decode_given_masks_as_its_stacks_take_them(tmp_path):
+    """Its encode and decode take the masks with the head axis its stacks take (no shape error blamed on it); a
+    decode that drops the source mask is still named."""
+    unmasked = own_masks_model().replace("return self.decoder(embedded, memory, src_mask, tgt_mask)",
+                                         "return self.decoder(embedded, memory, None, tgt_mask)")
+    for source, cause in ((own_masks_model(), None), (unmasked, "model.masked_keys_visible")):
+        path = tmp_path / ("own_masks_buggy.py" if cause else "own_masks.py")
+        path.write_text(source)
+        code, output, report = run_suite(f"--impl={path}", "-m", "model and masks", tmp_path=tmp_path)
+        model = [c for c in report["checks"] if c["component"] == "model"]
+        assert sum(c["verdict"] == "pass" for c in model) >= 3, output
+        failed = {c["cause"] for c in model if c["verdict"] in ("fail", "error")}
+        assert failed == set() if cause is None else cause in failed, output
