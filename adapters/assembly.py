@@ -8,6 +8,7 @@ import ast
 import contextlib
 import inspect
 import io
+import re
 import textwrap
 
 import torch
@@ -15,11 +16,12 @@ import torch
 from adapters import projections
 from adapters.behaviour import behaves, helper_masks
 from adapters.building import PROBE, Binding, probe_build
-from adapters.call_plans import forward_parameters, plan_arguments
+from adapters.call_plans import forward_parameters, name_words, plan_arguments
 from adapters.candidates import ROLE_ORDER, ranked
 from adapters.construction import builds_a_module, constructor_plan_or_none
 from adapters.masks import to_convention
-from adapters.names import CANONICAL_CALLS, ROLE_NAMES, SUBMODULE_NAMES, name_score, normalize
+from adapters.names import (CANONICAL_CALLS, FUTURE_WORDS, ROLE_NAMES, SUBMODULE_NAMES, name_score,
+                            names_another_role_exactly, normalize)
 from adapters.wrapping import AdaptedModel, function_role
 from conformance.contract.harness import PAD, Case, canonical_inputs
 from conformance.contract.interface import FUNCTION_ROLES, Implementation
@@ -33,8 +35,8 @@ def method_role(role, owner, bindings, convention, module_name, roles):
     """``(binding, function)`` for a function role written as a method of the ``owner`` binding's class
     (``Seq2Seq.make_src_mask(src)`` reading the pad index from the instance): the method of an instance built on
     the probe configuration, when its name says the role and it works under the role's canonical call; else None."""
-    methods = [name for name, value in vars(owner.target).items() if inspect.isfunction(value)
-               and name_score(name, ROLE_NAMES[role])] if inspect.isclass(owner.target) else []
+    methods = sorted((name for name, value in vars(owner.target).items() if inspect.isfunction(value)
+                      and method_names_the_role(name, role)), key=lambda name: -name_score(name, ROLE_NAMES[role]))
     if not methods:
         return None
     instance = probe_build(owner, bindings, convention)
@@ -49,6 +51,17 @@ def method_role(role, owner, bindings, convention, module_name, roles):
         if behaves(Implementation(module_name, {**roles, role: function}), role) is None:
             return binding, function
     return None
+
+
+def method_names_the_role(name, role):
+    """Whether a method's name says it makes ``role``'s mask: a near miss of the role's names that is no other
+    role's name exactly (``make_pad_mask`` is no subsequent mask), or, for the subsequent mask, a mask named for the
+    future positions it hides (``create_autoregressive_mask``, §3.2.3)."""
+    if names_another_role_exactly(name, role):
+        return False
+    words = name_words(name)
+    return bool(name_score(name, ROLE_NAMES[role])) or role == "subsequent_mask" and "mask" in words \
+        and bool(words & FUTURE_WORDS)
 
 
 def with_instance_pad(padding_mask):
@@ -271,3 +284,55 @@ def masks_of_encode_and_decode(bindings, roles, module_name):
         return None
     return next((bindings[role].masks for role in ("encoder", "decoder", "encoder_layer", "decoder_layer")
                  if role in bindings and bindings[role].masks), None)
+
+
+def masks_of_a_pair_helper(role, found, bindings, convention, module_name, roles):
+    """``(binding, function)`` for a mask role played by one element of a helper that makes both masks at once
+    (``create_masks(src, tgt, pad) -> (src_mask, tgt_mask)``, §3.2.3): the element as wide as the source is the
+    padding mask, the (target, target) one the target's mask (its padding and the subsequent positions); each is
+    bound when it works under the role's canonical call; else None. Only a function named for masks whose code
+    builds a triangle is called."""
+    for name, helper in found.items():
+        element = pair_element(helper, role) if inspect.isfunction(helper) and "mask" in normalize(name) else None
+        if element is None:
+            continue
+        binding = Binding(role, f"{name} (its {'source' if role == 'padding_mask' else 'target'} mask)", element,
+                          masks=helper_masks(role, bindings, convention))
+        function = function_role(binding, convention)
+        if behaves(Implementation(module_name, {**roles, role: function}), role) is None:
+            return binding, function
+    return None
+
+
+def pair_element(helper, role):
+    """The function of the canonical arguments of ``role`` that calls ``helper(src, tgt[, pad])`` and returns the
+    element of its pair of masks that plays ``role``; None when ``helper`` makes no such pair."""
+    try:
+        required = [p for p in inspect.signature(helper).parameters.values() if p.default is p.empty]
+        source = inspect.getsource(helper)
+    except (TypeError, ValueError, OSError):
+        return None
+    if len(required) not in (2, 3) or not re.search(r"\b(triu|tril)\b", source):
+        return None
+
+    def masks(src, tgt, pad_idx):
+        return helper(src, tgt, pad_idx) if len(required) == 3 else helper(src, tgt)
+    try:
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            pair = masks(torch.full((2, 5), PAD + 1), torch.full((2, 4), PAD + 1), PAD)
+    except Exception:  # the author's helper, on tokens it was not written for: no pair
+        return None
+    if not isinstance(pair, (tuple, list)) or len(pair) < 2 or not all(isinstance(m, torch.Tensor) for m in pair):
+        return None
+    sides = [i for i, m in enumerate(pair) if m.shape[-1] == 5] + [i for i, m in enumerate(pair)
+                                                                    if m.dim() >= 2 and m.shape[-2:] == (4, 4)]
+    if len(sides) != 2 or sides[0] == sides[1]:
+        return None
+    source_side, target_side = sides
+
+    def padding_mask(tokens, pad_idx):
+        return masks(tokens, tokens[..., :1].clone().fill_(pad_idx + 1), pad_idx)[source_side]
+
+    def target_mask(tgt):
+        return masks(tgt[..., :1].clone().fill_(PAD + 1), tgt, PAD)[target_side]
+    return padding_mask if role == "padding_mask" else target_mask

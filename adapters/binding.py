@@ -28,7 +28,8 @@ from pathlib import Path
 import torch
 
 from adapters.assembly import (METHOD_ROLES, assembled_together, masks_as_the_model_passes_them,
-                               masks_of_encode_and_decode, method_role, parts_in_built_blocks)
+                               masks_of_a_pair_helper, masks_of_encode_and_decode, method_role,
+                               parts_in_built_blocks)
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, behaves, embeds_token_ids,
                                 fails_on_shapes, float32_only, helper_masks, hides_a_masked_key, learns_weights,
                                 masks_of_another_shape, target_shift, works_in_layout, works_memory_first)
@@ -283,6 +284,11 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             found_method = method_role(role, bindings[owner], bindings, convention, module_name, roles)
             if found_method is not None:
                 bindings[role], roles[role] = found_method
+    for role in ("padding_mask", "subsequent_mask"):
+        if role not in bindings:
+            from_pair = masks_of_a_pair_helper(role, found, bindings, convention, module_name, roles)
+            if from_pair is not None:
+                bindings[role], roles[role] = from_pair
     if "positional_encoding" in bindings and bindings["positional_encoding"].works \
             and bindings["positional_encoding"].layout != UNBATCHED:  # (a table alone: read on a batch)
         table = Implementation(module_name, roles).build("positional_encoding", PROBE).eval()

@@ -12,6 +12,7 @@ import dataclasses
 import inspect
 import io
 import textwrap
+import types
 from dataclasses import dataclass, field
 
 import torch
@@ -99,26 +100,68 @@ def probe_build(binding, bindings, convention="keep"):
 def config_fields(target, parameter):
     """``{field: default}`` when ``parameter`` of ``target``'s constructor takes a configuration object: its
     annotation (or the global its name or annotation names) is a plain class of the submission's own that builds
-    with no arguments (``config: VanillaTransformerConfig``); else None. The class is remembered for building."""
+    with no arguments (``config: VanillaTransformerConfig``), or else the constructor only reads fields of it
+    (``cfg.d_model``, ``model_config.src_vocab_size``: :func:`fields_read`, each without a default); else None.
+    What builds the object (the class, or :class:`ReadFields`) is remembered for building."""
     annotation = parameter.annotation
     namespace = getattr(getattr(target, "__init__", None), "__globals__", {})
     if isinstance(annotation, str):
         annotation = namespace.get(annotation)
     if not inspect.isclass(annotation) or issubclass(annotation, (nn.Module, torch.Tensor)) \
             or annotation.__module__ in ("builtins", "typing") or annotation.__module__.startswith("torch"):
-        return None
+        return _read_fields_of(target, parameter)
     try:
         fields = {p.name: p.default for p in inspect.signature(annotation).parameters.values()}
         annotation()
     except Exception:  # not a configuration that builds on its defaults
-        return None
+        return _read_fields_of(target, parameter)
     if not fields or any(default is inspect.Parameter.empty for default in fields.values()):
-        return None
+        return _read_fields_of(target, parameter)
     config_fields.classes[(target, parameter.name)] = annotation
     return fields
 
 
 config_fields.classes = {}
+
+
+class ReadFields(types.SimpleNamespace):
+    """A configuration object made of the fields a constructor reads: those the checker plans are set; any other
+    reads as None (a field no weight depends on, such as a tokenisation switch compared to an enum)."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+
+def _read_fields_of(target, parameter):
+    if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY) \
+            or parameter.default is not parameter.empty:
+        return None
+    fields = fields_read(target, parameter.name)
+    if not fields:
+        return None
+    config_fields.classes[(target, parameter.name)] = ReadFields
+    return dict.fromkeys(fields, inspect.Parameter.empty)
+
+
+def fields_read(target, name):
+    """The attributes ``target``'s constructor (or ``target``, a factory function) reads from its argument ``name``
+    (``cfg.d_model``), in order, when that is all it does with it (not passed on, stored or called); else ``[]``."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(target.__init__ if inspect.isclass(target) else target)))
+    except (TypeError, OSError, SyntaxError, ValueError):
+        return []
+    function = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) \
+        else None
+    if function is None:
+        return []
+    read = {id(node.value): node.attr for node in ast.walk(function) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name) and node.value.id == name and isinstance(node.ctx, ast.Load)}
+    uses = [node for node in ast.walk(function) if isinstance(node, ast.Name) and node.id == name]
+    if not read or any(id(node) not in read for node in uses):
+        return []
+    return list(dict.fromkeys(read.values()))
 
 
 def stack_layer_role(role):
@@ -155,7 +198,7 @@ def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
             sub_cfg = dataclasses.replace(cfg, vocab_size=vocabularies[argument]) if argument in vocabularies else cfg
             kwargs[argument] = build_sub_block(bindings[source[5:]], sub_cfg, bindings, depth + 1, convention)
         elif source == "config":
-            kwargs[argument] = config_fields.classes[(binding.target, argument)]()
+            kwargs[argument] = config_fields.classes[(binding.target, argument)]()  # its fields are set below
         elif "." in argument:
             continue  # a field of a configuration object, set below
         elif source == "layers":

@@ -158,15 +158,20 @@ def name_words(name):
     return set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()))
 
 
+CROSS_KEYS = {"kv", "keyvalue"}
+"""Words naming the keys and values of the decoder's cross-attention, which come from the encoder (§3.2.3): a mask
+named for them (``kv_mask``) hides the source's padding."""
+
+
 def mask_named_again(name, wanted, plan):
     """The canonical mask, already planned for another parameter, that a mask parameter's words name plainly (the
-    source's padding given to the encoder and again to the decoder: ``src_key_padding_mask``, ``enc_padding_mask``),
-    or None."""
+    source's padding given to the encoder and again to the decoder: ``src_key_padding_mask``, ``enc_padding_mask``,
+    ``kv_mask``), or None."""
     words = name_words(name)
     if not words & {"mask", "masks"}:
         return None
-    mask = "tgt_mask" if names_the_target_mask(name) else "src_mask" if words & (WORDS["source"] | {"padding", "pad"}) \
-        else None
+    mask = "tgt_mask" if names_the_target_mask(name) else "src_mask" if words & (
+        WORDS["source"] | CROSS_KEYS | {"padding", "pad"}) else None
     return mask if mask in wanted and mask in plan else None
 
 

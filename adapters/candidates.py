@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 
 from adapters.building import PROBE, Binding, config_fields, probe_build
-from adapters.call_plans import returns_table
+from adapters.call_plans import first_tensor, returns_table
 from adapters.construction import constructor_plan_or_none
 from adapters.masks import infer_convention
 from adapters.names import (ROLE_NAMES, ROLE_WORDS, argument_role, name_score, names_another_role_exactly,
@@ -246,7 +246,21 @@ def adds_positions(module, x):
     return not torch.allclose(rows, rows[:1].expand_as(rows))
 
 
-SIGNATURES = {"layer_norm": normalizes, "embedding": looks_up_tokens, "positional_encoding": adds_positions}
+def attends(module, x):
+    """§3.2.2 multi-head attention: projections of its own taking d_model features in (W^Q, W^K, W^V, W^O), and,
+    called on one sequence as query, key and value, d_model vectors out at each position that depend on the other
+    positions (a feed-forward network reads one position at a time)."""
+    if sum(isinstance(m, nn.Linear) and m.in_features == PROBE.d_model for m in module.modules()) < 3:
+        return False
+    other = x.clone()
+    other[:, -1] += 1.0
+    first, second = (first_tensor(module(v, v, v)) for v in (x, other))
+    return isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and first.shape == x.shape \
+        and not torch.allclose(first[:, 0], second[:, 0], atol=1e-6)
+
+
+SIGNATURES = {"layer_norm": normalizes, "embedding": looks_up_tokens, "positional_encoding": adds_positions,
+              "multi_head_attention": attends}
 """What the blocks of the roles found by behaviour do, called in eval mode on the probe configuration."""
 
 

@@ -8,9 +8,12 @@ project folder is the modules in it that only define code (:func:`project_files`
 from __future__ import annotations
 
 import ast
+import configparser
+import contextlib
 import json
 import os
 import re
+import tomllib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -350,3 +353,48 @@ def _is_path_setup(node) -> bool:
 
 def _is_main_guard(node) -> bool:
     return isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+
+
+SRC_FOLDER = "src"
+"""The folder of the src layout: a project's packages under ``src/``, importable only once the project is installed."""
+
+
+def install_roots(directory: Path) -> list[Path]:
+    """The folders under a project folder that installing it (``pip install .``) puts on the import path: those its
+    packaging declares (setuptools' ``package-dir`` and ``packages.find.where`` in pyproject.toml or setup.cfg,
+    ``package_dir`` in setup.py, poetry's ``from``, hatch's wheel ``packages``), else the ``src`` folder of the src
+    layout. Only folders inside the project that hold a module or a package are kept."""
+    directory = Path(directory).resolve()
+    declared = _declared_roots(directory) or [SRC_FOLDER]
+    roots = []
+    for name in declared:
+        folder = (directory / name).resolve()
+        if folder != directory and folder.is_relative_to(directory) and folder.is_dir() and any(
+                child.suffix == ".py" or (child / "__init__.py").is_file() for child in folder.iterdir()):
+            roots.append(folder)
+    return list(dict.fromkeys(roots))
+
+
+def _declared_roots(directory: Path) -> list[str]:
+    """The package folders the project's packaging files name, relative to the project (unreadable files: none)."""
+    found = []
+    unreadable = (LoadError, ValueError, AttributeError, TypeError, configparser.Error)
+    with contextlib.suppress(*unreadable):
+        tool = tomllib.loads(_read_text(directory / "pyproject.toml")).get("tool", {})
+        setuptools = tool.get("setuptools", {})
+        found += [setuptools.get("package-dir", {}).get("", "")]
+        found += list(setuptools.get("packages", {}).get("find", {}).get("where", [])) \
+            if isinstance(setuptools.get("packages"), dict) else []
+        found += [entry.get("from", "") for entry in tool.get("poetry", {}).get("packages", [])
+                  if isinstance(entry, dict)]
+        wheel = tool.get("hatch", {}).get("build", {}).get("targets", {}).get("wheel", {})
+        found += [str(Path(package).parent) for package in wheel.get("packages", [])]
+    with contextlib.suppress(*unreadable):
+        config = configparser.ConfigParser()
+        config.read_string(_read_text(directory / "setup.cfg"))
+        found += re.findall(r"^\s*=\s*(\S+)", config.get("options", "package_dir", fallback=""), re.M)
+        found += [config.get("options.packages.find", "where", fallback="")]
+    with contextlib.suppress(*unreadable):
+        found += re.findall(r"package_dir\s*=\s*\{\s*['\"]{2}\s*:\s*['\"]([^'\"]+)['\"]",
+                            _read_text(directory / "setup.py"))
+    return [name for name in found if isinstance(name, str) and name.strip(". /")]

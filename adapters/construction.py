@@ -67,9 +67,9 @@ def constructor_plan(target, role, bindings):
             plan[p.name] = "config"
             for field_name, default in fields.items():
                 source = config_field_source(field_name, default, role)
-                if source is None and type(default) is int:
+                if source is None and (type(default) is int or default is p.empty):
                     optional.append(f"{p.name}.{field_name}")
-                if source is not None or type(default) is int:
+                if source is not None or type(default) is int or default is p.empty:
                     plan[f"{p.name}.{field_name}"] = source
             continue
         canonical = argument_role(p.name)

@@ -29,7 +29,7 @@ import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.cells import Cell, LoadError, extract_cells, project_files
+from adapters.cells import Cell, LoadError, extract_cells, install_roots, project_files
 
 OUTPUT_TAIL = 2048
 """At most this many trailing characters of what a cell prints are kept in :attr:`Cell.output`."""
@@ -508,19 +508,24 @@ def _import_package(result: LoadedCode, cell_timeout: float) -> None:
 
 
 def _import_project(result: LoadedCode, cell_timeout: float) -> None:
-    """Import a project folder as its author does, with the folder on ``sys.path``: every module of it that only
-    defines code (:func:`project_files`), under its dotted name (``models.definitions.transformer_model``), each
-    within ``cell_timeout``. Scripts (training loops at top level) and tests are left alone."""
+    """Import a project folder as its author does, with the folder on ``sys.path``, and the folders installing it
+    would put there (:func:`install_roots`: ``src/`` of the src layout): every module of it that only defines code
+    (:func:`project_files`), under its dotted name (``models.definitions.transformer_model``; ``pkg.blocks`` for
+    ``src/pkg/blocks.py``), each within ``cell_timeout``. Scripts (training loops at top level) and tests are left
+    alone."""
     directory = Path(result.path).resolve()
-    if str(directory) not in sys.path:
-        sys.path.insert(0, str(directory))
-        result.roots.insert(0, str(directory))
+    installed = install_roots(directory)
+    for folder in [directory, *installed]:
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+            result.roots.insert(0, str(folder))
     result.module = types.ModuleType(_module_name(result.path))
     result.module.__file__ = str(directory / "__init__.py")
     sys.modules[result.module.__name__] = result.module
     out = _Tail()
     for file in project_files(directory):
-        name = ".".join(file.relative_to(directory).with_suffix("").parts)
+        base = next((root for root in installed if file.is_relative_to(root)), directory)
+        name = ".".join(file.relative_to(base).with_suffix("").parts)
         if name.endswith(".__init__"):
             name = name.removesuffix(".__init__")
         if name in sys.modules:
@@ -567,13 +572,14 @@ def enclosing_package(path: str, roots: list[str]) -> str | None:
 
 
 def project_roots(path: str) -> list[str]:
-    """Where the author's imports start from: the folder holding the file (or the package), and the nearest folder
-    above it that looks like a project's root (a licence, a README, a setup file, a .git), within three levels."""
+    """Where the author's imports start from: the folder holding the file (or the package), the nearest folder
+    above it that looks like a project's root (a licence, a README, a setup file, a .git), within three levels, and
+    the folders installing that project would put on the import path (:func:`install_roots`)."""
     here = Path(path).resolve().parent
     roots = [here]
     for folder in [here, *here.parents][:4]:
         if any((folder / marker).exists() for marker in PROJECT_MARKERS):
-            roots.append(folder)
+            roots += [folder, *install_roots(folder)]
             break
     return list(dict.fromkeys(str(r) for r in roots))
 

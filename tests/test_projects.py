@@ -389,3 +389,46 @@ def test_a_padding_helper_of_sequence_first_code_is_given_sequence_first_tokens(
         verdicts[name] = {(c["verdict"], c.get("cause")) for c in report["checks"]}
     assert verdicts["right"] == {("pass", "")}, verdicts
     assert verdicts["inverted"] == {("fail", "padding_mask.inverted")}, verdicts
+
+
+SRC_BLOCKS = '''
+import torch.nn as nn
+
+from tinypkg.activations import rectify
+
+
+class PositionwiseFeedforwardLayer(nn.Module):
+    """The position-wise network (§3.3), its activation imported from the package by its installed name."""
+
+    def __init__(self, hid_dim, pf_dim, dropout):
+        super().__init__()
+        self.expand = nn.Linear(hid_dim, pf_dim)
+        self.drop = nn.Dropout(dropout)
+        self.project = nn.Linear(pf_dim, hid_dim)
+
+    def forward(self, x):
+        return self.project(self.drop(rectify(self.expand(x))))
+'''
+SRC_LAYOUT = {
+    "pyproject.toml": '[project]\nname = "tinypkg"\n\n[tool.setuptools.packages.find]\nwhere = ["src"]\n',
+    "src/tinypkg/__init__.py": "from tinypkg.blocks import PositionwiseFeedforwardLayer\n",
+    "src/tinypkg/activations.py": "import torch\n\n\ndef rectify(x):\n    return torch.clamp(x, min=0)\n",
+    "src/tinypkg/blocks.py": SRC_BLOCKS,
+}
+
+
+def test_a_src_layout_package_importing_itself_absolutely_is_imported_as_installed(tmp_path):
+    """src/tinypkg imports itself as ``tinypkg`` (the author installs the project): the folder its packaging names
+    is put on the import path, and its modules take the names installing gives them; a bug planted in the module
+    the others import absolutely is still named."""
+    correct = write(tmp_path / "correct", SRC_LAYOUT)
+    loaded = load_code(correct)
+    assert loaded.problems == [], [p.message for p in loaded.problems]
+    assert {"tinypkg.blocks", "tinypkg.activations"} <= loaded.project_modules()
+    code, output, report = run_suite(f"--impl={correct}", "-m", "feed_forward", tmp_path=tmp_path)
+    ffn = [c for c in report["checks"] if c["component"] == "feed_forward"]
+    assert ffn and {c["verdict"] for c in ffn} <= {"pass", "deviation"}, output
+    buggy = write(tmp_path / "buggy", {**SRC_LAYOUT, "src/tinypkg/activations.py": "def rectify(x):\n    return x\n"})
+    code, output, report = run_suite(f"--impl={buggy}", "-m", "feed_forward", tmp_path=tmp_path)
+    assert ("feed_forward", "relu_missing") in {(c["component"], c["cause"].split(".")[-1])
+                                                for c in report["checks"] if c["verdict"] == "fail"}, output

@@ -1,0 +1,90 @@
+"""Roles written otherwise (reading 2026-11-26b, R4, R6, R8): the masks as methods of the model (the subsequent
+mask under a name of its own, ``create_autoregressive_mask``, beside a padding-mask method whose name is a near miss
+of the subsequent mask's, ``make_pad_mask``, never taken for it), both masks made by one helper, and a multi-head
+block under a name the checker does not know, found by what it does."""
+from tests import mutants
+from tests.suite import run_suite
+
+MASK_METHODS = '''    def make_pad_mask(self, tokens, pad=0):
+        """(batch, 1, L): True where the key is a real token (§3.2.3)."""
+        return (tokens != pad)[..., None, :]
+
+    def create_autoregressive_mask(self, tokens):
+        """(1, L, L): True where the key is not later than the query (§3.2.3)."""
+        positions = torch.arange(tokens.size(1), device=tokens.device)
+        return (positions[None, :] <= positions[:, None])[None]
+
+'''
+
+
+def methods_model(masks=MASK_METHODS):
+    """The reference as an author writes it: no role table, no mask functions, the masks methods of its model."""
+    source = mutants.reference_source().split("\nCONFORMANCE_ROLES = {")[0]
+    start, end = source.index("# == Masks"), source.index("# == Parameter counts")
+    source = source[:start] + source[end:]
+    encode = source.index("    def encode(self")
+    return source[:encode] + masks + source[encode:]
+
+
+def test_mask_methods_are_bound_by_what_their_names_say_and_a_wrong_triangle_is_named(tmp_path):
+    correct = tmp_path / "methods.py"
+    correct.write_text(methods_model())
+    code, output, report = run_suite(f"--impl={correct}", "-m", "subsequent_mask or padding_mask", tmp_path=tmp_path)
+    masks = [c for c in report["checks"] if c["component"] in ("subsequent_mask", "padding_mask")]
+    assert {c["component"] for c in masks if c["verdict"] == "pass"} == {"subsequent_mask", "padding_mask"}, output
+    assert not [c for c in masks if c["verdict"] in ("fail", "error")], output
+    assert "subsequent_mask: Transformer.create_autoregressive_mask" in output or any(
+        "create_autoregressive_mask" in note for note in report.get("notes", [])), output
+    buggy = tmp_path / "methods_buggy.py"
+    buggy.write_text(methods_model(MASK_METHODS.replace("<= positions[:, None]", "<= positions[:, None] + 1")))
+    code, output, report = run_suite(f"--impl={buggy}", "-m", "subsequent_mask", tmp_path=tmp_path)
+    assert "subsequent_mask.includes_next_position" in {c["cause"] for c in report["checks"]
+                                                         if c["verdict"] == "fail"}, output
+
+
+PAIR_HELPER = '''
+
+def create_masks(src_batch, tgt_batch, padding_idx):
+    """Both masks at once (§3.2.3): the source's padding (batch, 1, Ls) and the target's padding combined with its
+    lower triangle (batch, Lt, Lt); True where a key may be attended."""
+    src_mask = (src_batch != padding_idx)[:, None, :]
+    lower = torch.tril(torch.ones(tgt_batch.size(1), tgt_batch.size(1), dtype=torch.bool, device=tgt_batch.device))
+    return src_mask, (tgt_batch != padding_idx)[:, None, :] & lower
+'''
+
+
+def test_one_helper_making_both_masks_plays_both_mask_roles_and_a_wrong_triangle_is_named(tmp_path):
+    correct = tmp_path / "pair.py"
+    correct.write_text(methods_model(masks="") + PAIR_HELPER)
+    code, output, report = run_suite(f"--impl={correct}", "-m", "subsequent_mask or padding_mask", tmp_path=tmp_path)
+    masks = [c for c in report["checks"] if c["component"] in ("subsequent_mask", "padding_mask")]
+    assert {c["component"] for c in masks if c["verdict"] == "pass"} == {"subsequent_mask", "padding_mask"}, output
+    assert not [c for c in masks if c["verdict"] in ("fail", "error")], output
+    buggy = tmp_path / "pair_buggy.py"
+    buggy.write_text(methods_model(masks="") + PAIR_HELPER.replace("torch.tril(", "torch.triu("))
+    code, output, report = run_suite(f"--impl={buggy}", "-m", "subsequent_mask", tmp_path=tmp_path)
+    assert "subsequent_mask.triu" in {c["cause"] for c in report["checks"] if c["verdict"] == "fail"}, output
+
+
+def unnamed_attention(source):
+    """``source`` as an author writes it whose multi-head block is called ``MultiHead`` and held as ``multiHead``
+    and ``maskedMultiHead``: neither name is one the checker knows for the role."""
+    source = source.split("\nCONFORMANCE_ROLES = {")[0]
+    for old, new in (("MultiHeadAttention", "MultiHead"), ("self.self_attention", "self.maskedMultiHead"),
+                     ("self.cross_attention", "self.multiHead")):
+        source = source.replace(old, new)
+    return source
+
+
+def test_a_multi_head_block_named_otherwise_is_found_by_what_it_does_and_its_bug_named(tmp_path):
+    correct = tmp_path / "unnamed.py"
+    correct.write_text(unnamed_attention(mutants.reference_source()))
+    code, output, report = run_suite(f"--impl={correct}", "-m", "multi_head_attention", tmp_path=tmp_path)
+    mha = [c for c in report["checks"] if c["component"] == "multi_head_attention"]
+    assert sum(c["verdict"] == "pass" for c in mha) >= 5 and not [
+        c for c in mha if c["verdict"] in ("fail", "error")], output
+    planted = mutants.BY_NAME["mha_mask_not_passed"]
+    buggy = tmp_path / "unnamed_buggy.py"
+    buggy.write_text(unnamed_attention(mutants.apply(planted)))
+    code, output, report = run_suite(f"--impl={buggy}", "-m", "multi_head_attention", tmp_path=tmp_path)
+    assert planted.cause in {c["cause"] for c in report["checks"] if c["verdict"] == "fail"}, output
