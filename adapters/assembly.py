@@ -20,7 +20,7 @@ from adapters.candidates import ROLE_ORDER, ranked
 from adapters.construction import builds_a_module, constructor_plan_or_none
 from adapters.masks import to_convention
 from adapters.names import CANONICAL_CALLS, ROLE_NAMES, SUBMODULE_NAMES, name_score, normalize
-from adapters.wrapping import AdaptedModel, function_role
+from adapters.wrapping import Adapted, AdaptedModel, function_role
 from conformance.contract.harness import PAD, Case, canonical_inputs
 from conformance.contract.interface import FUNCTION_ROLES, Implementation
 
@@ -209,31 +209,43 @@ queries of the encoder-decoder attention, §3.2.3) and the source's (the memory,
 
 
 def calls_as_the_model_makes_them(bindings, roles, module_name):
-    """``{role: call plan}`` for the layers, stacks and attention blocks of a working model, read from how the
-    model's own forward calls them (built of the author's own blocks, on a source of 5 and a target of 7
-    positions): each parameter gets the canonical input it was given there, the sequences told by their length
-    (:data:`SEQUENCES_BY_LENGTH`: ``block(key, query, value, mask)`` called as ``block(x, x, x, src_mask)`` takes x
-    three times; ``attention(k, context)`` called as ``attention(x, memory)`` takes the queries first) and the
-    masks by value. Only a call that shows every sequence of its role is read (an attention's encoder-decoder
-    call, not its self-attention); a parameter it does not show keeps what the canonical plan gives it. Only plans
-    that differ from the canonical one are returned."""
-    model = bindings.get("model")
-    if model is None or not model.works:
-        return {}
+    """``{role: call plan}`` for the layers, stacks and attention blocks, read from how the author's own code calls
+    them: the working model's forward, else each working stack's (built of the author's own blocks, on a source of
+    5 and a target of 7 positions). Each parameter gets the canonical input it was given there, the sequences told
+    by their length (:data:`SEQUENCES_BY_LENGTH`: ``block(key, query, value, mask)`` called as
+    ``block(x, x, x, src_mask)`` takes x three times; ``attention(k, context)`` called as ``attention(x, memory)``
+    takes its queries first) and the masks by value. Only a call that shows every sequence of its role is read (an
+    attention's encoder-decoder call, not its self-attention); a parameter it does not show keeps what the
+    canonical plan gives it. Only plans that differ from the canonical one are returned."""
     implementation = Implementation(module_name, roles)
+    case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
+    plans = {}
+    for top in ("model", "encoder", "decoder"):
+        if watched_run(top, bindings, implementation, case, plans) and top == "model":
+            break
+    return {role: plan for role, (_, plan) in plans.items() if plan}
+
+
+def watched_run(top, bindings, implementation, case, plans):
+    """Run the working ``top`` block (built of the author's own blocks) on its canonical inputs, adding to ``plans``
+    (role -> (whether its call showed every sequence, plan or None)) what its calls of the other blocks show;
+    whether it ran."""
+    binding = bindings.get(top)
+    if binding is None or not binding.works:
+        return False
     try:
         with authors_own_blocks():
-            adapted = implementation.build("model", PROBE)
+            adapted = implementation.build(top, PROBE)
     except Exception:  # the author's code: it is checked, not learned from
-        return {}
-    if not isinstance(adapted, AdaptedModel):
-        return {}
-    case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
-    src, tgt, src_mask, tgt_mask = canonical_inputs(case, "model")
-    convention = model.masks or adapted.convention
-    given = {"src_mask": to_convention(src_mask, convention), "tgt_mask": to_convention(tgt_mask, convention)}
+        return False
+    if not isinstance(adapted, (AdaptedModel, Adapted)):
+        return False
+    inputs = canonical_inputs(case, top)
+    convention = binding.masks or adapted.convention
+    given = {mask: to_convention(value, convention) for mask, value in zip(CANONICAL_CALLS[top], inputs)
+             if mask.endswith("mask")}
     lengths = {case.src_len: "src", case.tgt_len: "tgt"}
-    plans, hooks = {}, []
+    hooks = []
 
     def watch(role):
         def pre_hook(module, args, kwargs):
@@ -260,22 +272,22 @@ def calls_as_the_model_makes_them(bindings, roles, module_name):
             plans[role] = (complete, plan if sorted(plan) != sorted(planned) else None)
         return pre_hook
     for role in SEQUENCES_BY_LENGTH:
-        binding = bindings.get(role)
-        if binding is None or not inspect.isclass(binding.target):
+        watched = bindings.get(role)
+        if watched is None or role == top or not inspect.isclass(watched.target):
             continue
-        part = binding.part_of  # (a block found in the model: that one, not every instance of its class)
-        blocks = ([adapted.inner.get_submodule(part[1])] if part and part[0] is model and part[1] else
-                  [m for m in adapted.inner.modules() if type(m) is binding.target])
+        part = watched.part_of  # (a block found in the model: that one, not every instance of its class)
+        blocks = ([adapted.inner.get_submodule(part[1])] if part and part[0] is binding and part[1] else
+                  [m for m in adapted.inner.modules() if type(m) is watched.target])
         hooks += [m.register_forward_pre_hook(watch(role), with_kwargs=True) for m in blocks]
     try:
         with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
-            adapted(src, tgt, src_mask, tgt_mask)
+            adapted(*inputs)
     except Exception:  # the author's code
-        return {}
+        return False
     finally:
         for hook in hooks:
             hook.remove()
-    return {role: plan for role, (_, plan) in plans.items() if plan}
+    return True
 
 
 def learned_plan(role, passed, given, lengths, d_model):
