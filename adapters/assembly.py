@@ -210,8 +210,8 @@ queries of the encoder-decoder attention, §3.2.3) and the source's (the memory,
 
 def calls_as_the_model_makes_them(bindings, roles, module_name):
     """``{role: call plan}`` for the layers, stacks and attention blocks, read from how the author's own code calls
-    them: the working model's forward, else each working stack's (built of the author's own blocks, on a source of
-    5 and a target of 7 positions). Each parameter gets the canonical input it was given there, the sequences told
+    them: the working model's forward, else each working stack's (one that embeds token ids itself run on tokens;
+    built of the author's own blocks, on a source of 5 and a target of 7 positions). Each parameter gets the canonical input it was given there, the sequences told
     by their length (:data:`SEQUENCES_BY_LENGTH`: ``block(key, query, value, mask)`` called as
     ``block(x, x, x, src_mask)`` takes x three times; ``attention(k, context)`` called as ``attention(x, memory)``
     takes its queries first) and the masks by value. Only a call that shows every sequence of its role is read (an
@@ -231,7 +231,7 @@ def watched_run(top, bindings, implementation, case, plans):
     (role -> (whether its call showed every sequence, plan or None)) what its calls of the other blocks show;
     whether it ran."""
     binding = bindings.get(top)
-    if binding is None or not binding.works:
+    if binding is None or not binding.composes:  # (a stack that embeds token ids itself is run on tokens)
         return False
     try:
         with authors_own_blocks():
@@ -241,6 +241,8 @@ def watched_run(top, bindings, implementation, case, plans):
     if not isinstance(adapted, (AdaptedModel, Adapted)):
         return False
     inputs = canonical_inputs(case, top)
+    if not binding.works:
+        inputs = (case.tokens(inputs[0].shape[1], PROBE.vocab_size), *inputs[1:])
     convention = binding.masks or adapted.convention
     given = {mask: to_convention(value, convention) for mask, value in zip(CANONICAL_CALLS[top], inputs)
              if mask.endswith("mask")}

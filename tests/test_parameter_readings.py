@@ -87,6 +87,23 @@ def test_bias_free_queries_keys_values_beside_a_biased_output_map_conform():
                         "encoder_layer") is None
 
 
+class PerHeadAttention(nn.Module):
+    """Each head a module of its own with bias-free d_model x d_k maps W_i^Q, W_i^K, W_i^V; W^O biased."""
+
+    def __init__(self, d_model, h):
+        super().__init__()
+        self.heads = nn.ModuleList(nn.ModuleDict({w: nn.Linear(d_model, d_model // h, bias=False)
+                                                  for w in ("query", "key", "value")}) for _ in range(h))
+        self.proj = nn.Linear(d_model, d_model)
+
+
+def test_bias_free_maps_of_heads_held_apart_conform():
+    """The h per-head maps of one projection count as one bias-free d_model-wide projection (§3.2.2)."""
+    cfg = Config(d_model=12, h=3, d_ff=24, N=1)
+    assert read(PerHeadAttention(cfg.d_model, cfg.h), cfg, "multi_head_attention") == (
+        [], [("projections_without_bias", -cfg.d_model, 3)])
+
+
 class FusedBiasFreeAttention(nn.Module):
     """W^Q, W^K, W^V in one bias-free d_model -> 3 d_model map, W^O bias-free beside it."""
 

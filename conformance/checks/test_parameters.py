@@ -220,21 +220,23 @@ def confirmations(combo, m, cfg, contract, component):
 
 def projection_maps(m, cfg):
     """The linear maps from d_model to one, two or three d_model-wide projections (W^Q, W^K, W^V, W^O on their own
-    or fused, as ``qkv = Linear(d_model, 3 * d_model)``); not a feed-forward network's first map (one whose width
-    a map beside it takes back to d_model), nor the pre-softmax map to a vocabulary that happens to be 2 or 3
-    d_model words."""
+    or fused, as ``qkv = Linear(d_model, 3 * d_model)``), or to one head's d_k (a head's W_i^Q, §3.2.2); not a
+    feed-forward network's first map (one whose width a map beside it takes back to d_model), nor the pre-softmax
+    map to a vocabulary that happens to be 2 or 3 d_model words."""
     d, found = cfg.d_model, []
     vocabulary_maps = {id(l) for l in output_projections(m, d, {cfg.tgt_vocab})}
     for block in m.modules():
         linears = [c for c in block.children() if isinstance(c, torch.nn.Linear) and id(c) not in vocabulary_maps]
-        found += [l for l in linears if l.in_features == d and (l.out_features == d or l.out_features in (2 * d, 3 * d)
-                  and not any(o.in_features == l.out_features and o.out_features == d for o in linears))]
+        found += [l for l in linears if l.in_features == d and (l.out_features in (d, cfg.d_k) or l.out_features in (
+                  2 * d, 3 * d) and not any(o.in_features == l.out_features and o.out_features == d for o in linears))]
     return found
 
 
 def bias_free_projections(m, cfg):
-    """How many d_model-wide projections the bias-free :func:`projection_maps` hold (a fused one counts each)."""
-    return sum(l.out_features // cfg.d_model for l in projection_maps(m, cfg) if l.bias is None)
+    """How many d_model-wide projections the bias-free :func:`projection_maps` hold (a fused one counts each; the
+    h maps of one head each, d_model x d_k, count as one); None when the widths do not add up to whole ones."""
+    width = sum(l.out_features for l in projection_maps(m, cfg) if l.bias is None)
+    return width // cfg.d_model if width % cfg.d_model == 0 else None
 
 
 def vocabulary_matrices(m, cfg):
