@@ -247,9 +247,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
     for role, binding in parts_in_built_blocks(bindings, found, taken).items():
         roles[role] = role_builder(binding, bindings, convention)
         problem = behaves(Implementation(module_name, roles), role)
-        if problem is None or not binding.works \
-                or masks_of_another_shape(binding, module_name, roles, bindings, convention):
-            # (a block broken under the canonical call too is checked under its author's: a crash there is theirs)
+        if problem is None or masks_of_another_shape(binding, module_name, roles, bindings, convention):
             bindings[role] = binding
             notes[:] = [n for n in notes if not n.startswith(f"{role}: ") or "does not work" not in n]
         elif not bindings[binding.found_in].works:  # the block it is part of fails too: on the author's own path
@@ -267,8 +265,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         if problem is None or not binding.works \
                 or masks_of_another_shape(binding, module_name, roles, bindings, convention):
             # (a block broken under the canonical call too is checked under its author's: a crash there is theirs)
-            binding.notes.append("(its call read from the author's own code: the sequences told by their lengths, the "
-                                 "masks by value)")
+            binding.notes.append("(its call read from the author's own code: the sequences told by their "
+                                 "lengths, the masks by value)")
             if problem is None and not binding.works:
                 binding.works = True
                 notes[:] = [n for n in notes if not n.startswith(f"{role}: ") or "does not work" not in n]
