@@ -26,7 +26,6 @@ from adapters.masks import FULL_SHAPE, from_convention, full_masks
 from adapters.names import CANONICAL_CALLS, normalize
 from conformance.contract.harness import PAD
 from conformance.contract.interface import FUNCTION_ROLES, Config
-from conformance.contract.weights import is_norm_module
 
 
 class Transparent(nn.Module):
@@ -114,10 +113,9 @@ class GivenSubLayer(nn.Module):
 
 
 def owned_sub_layer(wrapper):
-    """The attribute name of the one child of a residual wrapper that is neither a norm nor a dropout (the sub-layer
-    it owns and calls itself), or None."""
-    owned = [name for name, child in wrapper.named_children() if not is_norm_module(child)
-             and not isinstance(child, nn.Dropout)]
+    """The attribute name of the one child of a residual wrapper that holds a weight matrix (the sub-layer it owns
+    and calls itself: not its norm, whose gain and bias are vectors, nor its dropout), or None."""
+    owned = [name for name, child in wrapper.named_children() if any(p.dim() > 1 for p in child.parameters())]
     return owned[0] if len(owned) == 1 else None
 
 
