@@ -15,14 +15,14 @@ import torch
 
 from adapters import projections
 from adapters.behaviour import behaves, helper_masks
-from adapters.building import PROBE, Binding, probe_build
+from adapters.building import PROBE, Binding, authors_own_blocks, probe_build
 from adapters.call_plans import forward_parameters, name_words, plan_arguments
 from adapters.candidates import ROLE_ORDER, ranked
 from adapters.construction import builds_a_module, constructor_plan_or_none
 from adapters.masks import to_convention
 from adapters.names import (CANONICAL_CALLS, FUTURE_WORDS, ROLE_NAMES, SUBMODULE_NAMES, name_score,
                             names_another_role_exactly, normalize)
-from adapters.wrapping import AdaptedModel, function_role
+from adapters.wrapping import Adapted, AdaptedModel, function_role
 from conformance.contract.harness import PAD, Case, canonical_inputs
 from conformance.contract.interface import FUNCTION_ROLES, Implementation
 
@@ -212,60 +212,120 @@ def stacks_in_the_model(bindings, found):
     return stacks
 
 
-def masks_as_the_model_passes_them(bindings, roles, module_name):
-    """``{role: call plan}`` for the layers, stacks and attention blocks of a working model that have a parameter
-    the canonical plan feeds nothing although the model's own call passes one of its masks there (a decoder
-    layer's single ``mask``, given the model's target mask): the plan with that parameter fed that mask. The masks
-    are told by value (the source and the target masks differ in shape)."""
-    model = bindings.get("model")
-    if model is None or not model.works:
-        return {}
+SEQUENCES_BY_LENGTH = {
+    "multi_head_attention": {"tgt": ["query"], "src": ["key", "value"]},
+    "encoder_layer": {"src": ["x"]}, "encoder": {"src": ["x"]},
+    "decoder_layer": {"tgt": ["x"], "src": ["memory"]}, "decoder": {"tgt": ["x"], "src": ["memory"]},
+}
+"""The canonical sequences of each role the model's own run tells by their length: the target's stream (the
+queries of the encoder-decoder attention, §3.2.3) and the source's (the memory, its keys and values)."""
+
+
+def calls_as_the_model_makes_them(bindings, roles, module_name):
+    """``{role: call plan}`` for the layers, stacks and attention blocks, read from how the author's own code calls
+    them: the working model's forward, else each working stack's (one that embeds token ids itself run on tokens;
+    built of the author's own blocks, on a source of 5 and a target of 7 positions). Each parameter gets the canonical input it was given there, the sequences told
+    by their length (:data:`SEQUENCES_BY_LENGTH`: ``block(key, query, value, mask)`` called as
+    ``block(x, x, x, src_mask)`` takes x three times; ``attention(k, context)`` called as ``attention(x, memory)``
+    takes its queries first) and the masks by value. Only a call that shows every sequence of its role is read (an
+    attention's encoder-decoder call, not its self-attention); a parameter it does not show keeps what the
+    canonical plan gives it. Only plans that differ from the canonical one are returned."""
     implementation = Implementation(module_name, roles)
-    try:
-        adapted = implementation.build("model", PROBE)
-    except Exception:  # the author's code: it is checked, not learned from
-        return {}
-    if not isinstance(adapted, AdaptedModel):
-        return {}
     case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
-    src, tgt, src_mask, tgt_mask = canonical_inputs(case, "model")
-    convention = model.masks or adapted.convention
-    given = {"src_mask": to_convention(src_mask, convention), "tgt_mask": to_convention(tgt_mask, convention)}
-    plans, hooks = {}, []
+    plans = {}
+    for top in ("model", "encoder", "decoder"):
+        if watched_run(top, bindings, implementation, case, plans) and top == "model":
+            break
+    return {role: plan for role, (_, plan) in plans.items() if plan}
+
+
+def watched_run(top, bindings, implementation, case, plans):
+    """Run the working ``top`` block (built of the author's own blocks) on its canonical inputs, adding to ``plans``
+    (role -> (whether its call showed every sequence, plan or None)) what its calls of the other blocks show;
+    whether it ran."""
+    binding = bindings.get(top)
+    if binding is None or not binding.composes:  # (a stack that embeds token ids itself is run on tokens)
+        return False
+    try:
+        with authors_own_blocks():
+            adapted = implementation.build(top, PROBE)
+    except Exception:  # the author's code: it is checked, not learned from
+        return False
+    if not isinstance(adapted, (AdaptedModel, Adapted)):
+        return False
+    inputs = canonical_inputs(case, top)
+    if not binding.works:
+        inputs = (case.tokens(inputs[0].shape[1], PROBE.vocab_size), *inputs[1:])
+    convention = binding.masks or adapted.convention
+    given = {mask: to_convention(value, convention) for mask, value in zip(CANONICAL_CALLS[top], inputs)
+             if mask.endswith("mask")}
+    lengths = {case.src_len: "src", case.tgt_len: "tgt"}
+    hooks = []
 
     def watch(role):
         def pre_hook(module, args, kwargs):
-            if role in plans:
+            if plans.get(role, (False,))[0]:
                 return
             planned = bindings[role].call or plan_arguments(module, CANONICAL_CALLS[role])
             try:
                 passed = inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments
             except TypeError:
                 return
-            taken = {name for name, _ in planned} | {c for _, c in planned}
-            added = [(name, mask) for name, value in passed.items() if name not in taken
-                     for mask, expected in given.items()
-                     if mask in CANONICAL_CALLS[role] and mask not in taken and isinstance(value, torch.Tensor)
-                     and value.shape == expected.shape and torch.equal(value, expected)]
-            plans[role] = list(planned) + added if added else None
+            learned, complete = learned_plan(role, passed, given, lengths, PROBE.d_model)
+            if complete:
+                shown = set(learned.values())
+                plan = [(name, learned.get(name, c)) for name, c in planned if name in learned or c not in shown]
+                plan += [(name, c) for name, c in learned.items() if name not in dict(plan)]
+                order = list(inspect.signature(module.forward).parameters)
+                plan.sort(key=lambda entry: order.index(entry[0]))
+            elif role not in plans:  # (its masks alone, where the canonical plan feeds the parameter nothing)
+                taken = {name for name, _ in planned} | {c for _, c in planned}
+                plan = list(planned) + [(name, c) for name, c in learned.items() if c.endswith("mask")
+                                        and name not in taken and c not in taken]
+            else:
+                return
+            plans[role] = (complete, plan if sorted(plan) != sorted(planned) else None)
         return pre_hook
-    for role in ("multi_head_attention", "encoder_layer", "decoder_layer", "encoder", "decoder"):
-        binding = bindings.get(role)
-        if binding is None or not inspect.isclass(binding.target):
+    for role in SEQUENCES_BY_LENGTH:
+        watched = bindings.get(role)
+        if watched is None or role == top or not inspect.isclass(watched.target):
             continue
-        part = binding.part_of  # (a block found in the model: that one, not every instance of its class)
-        blocks = ([adapted.inner.get_submodule(part[1])] if part and part[0] is model and part[1] else
-                  [m for m in adapted.inner.modules() if type(m) is binding.target])
+        part = watched.part_of  # (a block found in the model: that one, not every instance of its class)
+        blocks = ([adapted.inner.get_submodule(part[1])] if part and part[0] is binding and part[1] else
+                  [m for m in adapted.inner.modules() if type(m) is watched.target])
         hooks += [m.register_forward_pre_hook(watch(role), with_kwargs=True) for m in blocks]
     try:
         with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
-            adapted(src, tgt, src_mask, tgt_mask)
+            adapted(*inputs)
     except Exception:  # the author's code
-        return {}
+        return False
     finally:
         for hook in hooks:
             hook.remove()
-    return {role: plan for role, plan in plans.items() if plan}
+    return True
+
+
+def learned_plan(role, passed, given, lengths, d_model):
+    """``{parameter: canonical input}`` read from one call of a ``role`` block (``passed``: its arguments by
+    name): the masks ``given`` by value, the sequences (tensors d_model wide) by their length (``lengths``: length
+    -> "src" or "tgt"), and whether the call shows every sequence of its role (:data:`SEQUENCES_BY_LENGTH`)."""
+    learned, sides = {}, {side: list(names) for side, names in SEQUENCES_BY_LENGTH[role].items()}
+    for name, value in passed.items():
+        if not isinstance(value, torch.Tensor):
+            continue
+        mask = next((mask for mask, expected in given.items() if mask in CANONICAL_CALLS[role]
+                     and value.shape == expected.shape and torch.equal(value, expected)), None)
+        side = {lengths[s] for s in value.shape[:-1] if s in lengths} if value.is_floating_point() \
+            and value.dim() >= 2 and value.size(-1) == d_model else set()
+        if mask is not None:
+            learned[name] = mask
+        elif side - sides.keys():  # (a sequence this role does not take: the call is another's use of the class)
+            return {}, False
+        elif len(side) == 1:
+            names = sides[side.pop()]
+            learned[name] = names.pop(0) if len(names) > 1 else names[0]
+    shown = set(learned.values())
+    return learned, all(any(c in shown for c in names) for names in SEQUENCES_BY_LENGTH[role].values())
 
 
 def masks_of_encode_and_decode(bindings, roles, module_name):

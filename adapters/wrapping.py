@@ -48,6 +48,12 @@ class Adapted(Transparent):
         self.tokens_for_positions, self.adds_table = tokens_for_positions, adds_table
         """A positional encoding called with token ids (only their shape counts) instead of the embeddings."""
         self.setup, self.setup_arguments = setup_call(inner, role, {c for _, c in self.arguments})
+        self.given = None
+        owned = owned_sub_layer(inner) if role == "sublayer_connection" and "sublayer" not in {
+            c for _, c in self.arguments} else None
+        if owned is not None:  # (the wrapper owns its sub-layer: the one the canonical call gives takes its place)
+            self.given = GivenSubLayer()
+            setattr(inner, owned, self.given)
 
     def forward(self, *args):
         if self.layout == UNBATCHED:
@@ -58,6 +64,8 @@ class Adapted(Transparent):
         """The block's output for the canonical inputs ``args`` (one sample's, for code without a batch axis)."""
         named = derived_inputs(dict(zip(CANONICAL_CALLS[self.role], args)))
         named = in_layout(full_masks(named) if (self.convention or "").endswith(FULL_SHAPE) else named, self.layout)
+        if self.given is not None:
+            self.given.function = named["sublayer"]
         if self.setup:  # state the forward reads, set first as the author's own code does (init_keys(key))
             getattr(self.inner, self.setup)(**argument_values(self.setup_arguments, named, self.convention))
         given = dict(named, x=positions_of(named["x"])) if self.tokens_for_positions else named
@@ -83,11 +91,32 @@ class Adapted(Transparent):
             return [], None
         missing, signature = inputs_not_accepted(forward, self.arguments, CANONICAL_CALLS[self.role],
                                                  f"{type(self.inner).__name__}.forward", skip=1)
-        return [c for c in missing if c not in {c for _, c in self.setup_arguments}], signature
+        given = {"sublayer"} if self.given is not None else set()
+        return [c for c in missing if c not in {c for _, c in self.setup_arguments} | given], signature
 
     def unfed_mask_parameters(self):
         """The parameters of its forward named for a mask that its call plan gives nothing."""
         return unfed_mask_parameters(self.inner, self.arguments)
+
+
+class GivenSubLayer(nn.Module):
+    """In place of the sub-layer a residual wrapper owns (``SubLayer(layer, d_model)``, whose forward takes no
+    callable): the sub-layer the canonical call gives (§3.1's Sublayer(x)), applied to the first input the wrapper
+    passes on (its other inputs, a context or a mask, are the owned sub-layer's own business)."""
+
+    def __init__(self):
+        super().__init__()
+        self.function = None
+
+    def forward(self, x, *args, **kwargs):
+        return self.function(x)
+
+
+def owned_sub_layer(wrapper):
+    """The attribute name of the one child of a residual wrapper that holds a weight matrix (the sub-layer it owns
+    and calls itself: not its norm, whose gain and bias are vectors, nor its dropout), or None."""
+    owned = [name for name, child in wrapper.named_children() if any(p.dim() > 1 for p in child.parameters())]
+    return owned[0] if len(owned) == 1 else None
 
 
 def unfed_mask_parameters(module, arguments):

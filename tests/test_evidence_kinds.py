@@ -81,3 +81,17 @@ def test_a_call_by_position_and_one_by_keyword_have_one_pattern():
     assert not pattern_fits(by_position, calling_pattern(forward, (x, x, x, torch.ones(3, 1, 5, dtype=torch.bool)),
                                                          {}, method=True))
     assert "mask: a bool 4-d tensor (size 1 on axis 1, 2)" in describe_pattern(by_position)
+
+
+def test_a_parameter_count_is_read_from_the_block_as_built_whatever_call_the_check_made(tmp_path):
+    """A count is no claim about a call: the attention's extra d_model x d_model map stays a fail, made without a
+    call, though the author's layers call the block with masks of another layout than the check's calls."""
+    source = SOURCE.replace("self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)",
+                            "self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)\n"
+                            "        self.w_extra = nn.Linear(d_model, d_model)")
+    assert source != SOURCE
+    code, output, report, records = run_on_source(tmp_path, "model.py", source, "-k",
+                                                  "multi_head_attention and parameter_count")
+    record = records[("multi_head_attention", "parameter_count")]
+    assert (record["verdict"], record["cause"], record["evidence"]) == (
+        "fail", "multi_head_attention.parameters.count", evidence.WITHOUT_A_CALL), output

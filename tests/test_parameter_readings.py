@@ -59,7 +59,49 @@ def test_projections_without_biases_conform():
     diff = sum(p.numel() for p in layer.parameters()) - closed_form("encoder_layer", cfg)
     combo = best_reading(diff, known_variants("encoder_layer", cfg, "paper"), layer, cfg, "paper", "encoder_layer")
     causes, words = describe(combo)
-    assert causes == [] and "1 attention(s) without projection biases (conforms" in words
+    assert causes == [] and "4 attention projection(s) without a bias (conforms" in words
+
+
+def bias_free_queries_keys_values(layer, d_model):
+    """``layer``'s self-attention with W^Q, W^K, W^V bias-free (as eq. (1) writes them) and W^O biased."""
+    for name in ("w_q", "w_k", "w_v"):
+        setattr(layer.self_attention, name, nn.Linear(d_model, d_model, bias=False))
+    return layer
+
+
+def test_bias_free_queries_keys_values_beside_a_biased_output_map_conform():
+    """Any of the four projections may go without a bias: three bias-free ones and a biased W^O read as that, not
+    as missing bias vectors (or LayerNorms, further up); a LayerNorm taken out of the same layer is still named."""
+    cfg = Config(d_model=8, h=2, d_ff=16, N=1)
+    layer = bias_free_queries_keys_values(ref.EncoderLayer(cfg.d_model, cfg.h, cfg.d_ff, 0.0), cfg.d_model)
+    assert read(layer, cfg, "encoder_layer") == ([], [("projections_without_bias", -cfg.d_model, 3)])
+    model = ref.Transformer(11, 11, cfg.N, cfg.d_model, cfg.d_ff, cfg.h)
+    for encoder_layer in model.encoder.layers:
+        bias_free_queries_keys_values(encoder_layer, cfg.d_model)
+    assert read(model, Config(d_model=8, h=2, d_ff=16, N=1, src_vocab=11, tgt_vocab=11)) == \
+        ([], [("projections_without_bias", -cfg.d_model, 3)])
+    broken = ref.EncoderLayer(cfg.d_model, cfg.h, cfg.d_ff, 0.0)
+    bias_free_queries_keys_values(broken, cfg.d_model).after_feed_forward.layer_norm = nn.Identity()
+    diff = sum(p.numel() for p in broken.parameters()) - closed_form("encoder_layer", cfg)
+    assert best_reading(diff, known_variants("encoder_layer", cfg, "paper"), broken, cfg, "paper",
+                        "encoder_layer") is None
+
+
+class PerHeadAttention(nn.Module):
+    """Each head a module of its own with bias-free d_model x d_k maps W_i^Q, W_i^K, W_i^V; W^O biased."""
+
+    def __init__(self, d_model, h):
+        super().__init__()
+        self.heads = nn.ModuleList(nn.ModuleDict({w: nn.Linear(d_model, d_model // h, bias=False)
+                                                  for w in ("query", "key", "value")}) for _ in range(h))
+        self.proj = nn.Linear(d_model, d_model)
+
+
+def test_bias_free_maps_of_heads_held_apart_conform():
+    """The h per-head maps of one projection count as one bias-free d_model-wide projection (§3.2.2)."""
+    cfg = Config(d_model=12, h=3, d_ff=24, N=1)
+    assert read(PerHeadAttention(cfg.d_model, cfg.h), cfg, "multi_head_attention") == (
+        [], [("projections_without_bias", -cfg.d_model, 3)])
 
 
 class FusedBiasFreeAttention(nn.Module):
@@ -75,7 +117,7 @@ def test_fused_projections_without_biases_conform():
     two LayerNorms missing (which the same difference, 4 d_model, would also add up to)."""
     cfg = Config(d_model=6, h=3, d_ff=24, N=1)
     causes, times = read(FusedBiasFreeAttention(cfg.d_model), cfg, "multi_head_attention")
-    assert causes == [] and times == [("projections_without_bias", -4 * cfg.d_model, 1)]
+    assert causes == [] and times == [("projections_without_bias", -cfg.d_model, 4)]
 
 
 def test_embeddings_held_apart_read_as_untied():
@@ -113,8 +155,8 @@ def test_a_passing_count_says_it_found_projections_without_biases(tmp_path):
     record = next(c for c in data["checks"] if c["component"] == "multi_head_attention"
                   and c["check"] == "parameter_count")
     assert record["verdict"] == "pass", output[-2000:]
-    assert "without projection biases (conforms" in record["message"]
-    assert "without projection biases" in markdown(data)
+    assert "without a bias (conforms" in record["message"]
+    assert "attention projection(s) without a bias" in markdown(data)
 
 
 def test_of_readings_the_count_leaves_open_the_one_the_structure_confirms_is_kept():

@@ -57,7 +57,8 @@ N_LAYERS = ("encoder", "decoder", "model")
 
 CONFORMING = ("projections_without_bias",)
 """Readings that conform to the paper: eq. (1) and the projections W^Q, W^K, W^V, W^O of §3.2.2 carry no bias term
-(nor does the paper's tensor2tensor code); the closed form counts the biases torch's nn.Linear adds. Both pass."""
+(nor does the paper's tensor2tensor code); the closed form counts the biases torch's nn.Linear adds. All pass,
+whichever of the four projections go without one."""
 
 
 def known_variants(component, cfg, contract):
@@ -66,9 +67,9 @@ def known_variants(component, cfg, contract):
     d, n = cfg.d_model, (cfg.N if component in N_LAYERS else 1)
     variants = []
     if component in ATTENTIONS:
-        k = ATTENTIONS[component] * n
-        variants.append(("projections_without_bias", "attention(s) without projection biases (conforms: the "
-                         "equations of §3.2 have no bias terms)", -4 * d, (k,)))
+        k = ATTENTIONS[component] * n  # (any of the 4 k projections: W^Q, W^K, W^V bias-free beside a biased W^O)
+        variants.append(("projections_without_bias", "attention projection(s) without a bias (conforms: the "
+                         "equations of §3.2 have no bias terms)", -d, range(1, 4 * k + 1)))
     if component in STACKS:
         stacks = range(1, STACKS[component] + 1)
         if contract == "practice":
@@ -203,7 +204,7 @@ def confirmations(combo, m, cfg, contract, component):
             finals = outside_norms(m, cfg) if contract == "paper" else None  # practice counts its final norms
             verdicts.append(scalar(norms) - scalar(finals or []) == t if norms else None)
         elif cause == "projections_without_bias":
-            verdicts.append(bias_free_projections(m, cfg) == 4 * t if projection_maps(m, cfg) else None)
+            verdicts.append(bias_free_projections(m, cfg) == t if projection_maps(m, cfg) else None)
         elif cause == "untied_embeddings":
             verdicts.append(untied_matrices(m, cfg) == times[cause])
         elif cause == "generator_outside_model":
@@ -219,21 +220,23 @@ def confirmations(combo, m, cfg, contract, component):
 
 def projection_maps(m, cfg):
     """The linear maps from d_model to one, two or three d_model-wide projections (W^Q, W^K, W^V, W^O on their own
-    or fused, as ``qkv = Linear(d_model, 3 * d_model)``); not a feed-forward network's first map (one whose width
-    a map beside it takes back to d_model), nor the pre-softmax map to a vocabulary that happens to be 2 or 3
-    d_model words."""
+    or fused, as ``qkv = Linear(d_model, 3 * d_model)``), or to one head's d_k (a head's W_i^Q, §3.2.2); not a
+    feed-forward network's first map (one whose width a map beside it takes back to d_model), nor the pre-softmax
+    map to a vocabulary that happens to be 2 or 3 d_model words."""
     d, found = cfg.d_model, []
     vocabulary_maps = {id(l) for l in output_projections(m, d, {cfg.tgt_vocab})}
     for block in m.modules():
         linears = [c for c in block.children() if isinstance(c, torch.nn.Linear) and id(c) not in vocabulary_maps]
-        found += [l for l in linears if l.in_features == d and (l.out_features == d or l.out_features in (2 * d, 3 * d)
-                  and not any(o.in_features == l.out_features and o.out_features == d for o in linears))]
+        found += [l for l in linears if l.in_features == d and (l.out_features in (d, cfg.d_k) or l.out_features in (
+                  2 * d, 3 * d) and not any(o.in_features == l.out_features and o.out_features == d for o in linears))]
     return found
 
 
 def bias_free_projections(m, cfg):
-    """How many d_model-wide projections the bias-free :func:`projection_maps` hold (a fused one counts each)."""
-    return sum(l.out_features // cfg.d_model for l in projection_maps(m, cfg) if l.bias is None)
+    """How many d_model-wide projections the bias-free :func:`projection_maps` hold (a fused one counts each; the
+    h maps of one head each, d_model x d_k, count as one); None when the widths do not add up to whole ones."""
+    width = sum(l.out_features for l in projection_maps(m, cfg) if l.bias is None)
+    return width // cfg.d_model if width % cfg.d_model == 0 else None
 
 
 def vocabulary_matrices(m, cfg):
