@@ -326,13 +326,15 @@ def function_role(binding, convention):
 def attention_function(binding, convention):
     """The canonical attention callable of ``binding``: a function, an attention module such as
     ``ScaledDotProductAttention(d_k, dropout)`` or a method of a multi-head block, each built for the width of the
-    queries."""
+    queries and, where they come split into heads (batch, h, length, d_k), for that many heads: a block's method
+    that reads its sizes from its block (``self.d_model``) sees the d_model = h·d_k of the queries it is given."""
     target = binding.target
 
     def callee(query):
         if binding.part_of is None and not inspect.isclass(target):
             return target
-        cfg = dataclasses.replace(PROBE, d_model=query.size(-1) * PROBE.h)
+        h = query.size(-3) if query.dim() >= 4 else PROBE.h
+        cfg = dataclasses.replace(PROBE, d_model=query.size(-1) * h, h=h)
         if binding.part_of is not None and binding.part_of[1] is None:  # a method of a block
             owner, _, within = binding.part_of
             block = build_from_plan(owner, cfg, within, convention=convention).to(query.device, query.dtype).eval()
