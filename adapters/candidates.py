@@ -291,11 +291,15 @@ def maps_to_a_vocabulary(cls):
     """Whether module class ``cls`` can be a generator, the map from d_model to the vocabulary's logits (§3.4):
     built on the probe configuration, one of its weights has an axis as long as a vocabulary. An attention head
     ``Head(d_model, d_k)`` has none; a class that does not build there is not ruled out (its checks say why)."""
-    module = probe_build(Binding("generator", cls.__name__, cls, constructor_plan_or_none(cls, "generator", {})), {})
-    if not isinstance(module, nn.Module):
+    try:
+        module = probe_build(Binding("generator", cls.__name__, cls, constructor_plan_or_none(cls, "generator", {})),
+                             {})
+        weights = [p for p in module.parameters() if p.dim() >= 2] if isinstance(module, nn.Module) else None
+    except Exception:  # noqa: BLE001 (the class's own code, such as an __init__ that never set up its nn.Module)
+        return True
+    if weights is None:
         return True
     vocabularies = {PROBE.vocab_size, PROBE.src_vocab, PROBE.tgt_vocab}
-    weights = [p for p in module.parameters() if p.dim() >= 2]
     return not weights or any(set(p.shape) & vocabularies for p in weights)
 
 

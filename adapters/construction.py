@@ -214,32 +214,33 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             module = build_from_plan(trial, PROBE, bindings)
+        parts = list(module.modules()) if isinstance(module, nn.Module) else []  # (an __init__ may skip nn.Module's)
     except Exception as exc:  # the candidate's own code under probe values
         raise LookupError(f"cannot tell what constructor arguments {', '.join(probes)} of {name_of} are (built "
                           f"with probe values: {type(exc).__name__}: {exc})") from None
     d_model = next((n for n, v in probes.items() if any(
         isinstance(m, nn.LayerNorm) and tuple(m.normalized_shape) == (v,)
         or isinstance(m, nn.Linear) and m.in_features == m.out_features == v
-        or isinstance(m, nn.Embedding) and m.embedding_dim == v for m in module.modules())), None)
+        or isinstance(m, nn.Embedding) and m.embedding_dim == v for m in parts)), None)
     if d_model is None and role == "generator":  # Linear(d_model, V): the width it takes in
         d_model = next((n for n, v in probes.items() if any(
-            isinstance(m, nn.Linear) and m.in_features == v for m in module.modules())), None)
+            isinstance(m, nn.Linear) and m.in_features == v for m in parts)), None)
     if d_model is None:  # no weight: a table (a buffer or a tensor attribute, a sinusoid's) as wide as d_model
         d_model = next((n for n, v in probes.items() if any(t.dim() >= 2 and t.shape[-1] == v
                                                             for t in tables(module))), None)
     fed_width = any(source == "d_model" for name, source in plan.items() if name not in probes)
     if d_model is None and not fed_width:  # Linear(a, b) then Linear(b, a): the first one takes in d_model
-        linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
+        linears = [m for m in parts if isinstance(m, nn.Linear)]
         first = next((m for m in linears if m.in_features in probes.values() and any(
             o.in_features == m.out_features and o.out_features == m.in_features for o in linears)), None)
         d_model = next((n for n, v in probes.items() if first is not None and v == first.in_features), None)
     model_width = probes.get(d_model, PROBE.d_model)
     d_ff_given = "d_ff" in UNUSED_SIZES.get(role, ()) or "d_ff" in plan.values()
     for name, value in probes.items():
-        lists = [m for m in module.modules() if isinstance(m, nn.ModuleList) and len(m) == value]
-        rows = [m for m in module.modules() if isinstance(m, nn.Embedding) and m.num_embeddings == value]
+        lists = [m for m in parts if isinstance(m, nn.ModuleList) and len(m) == value]
+        rows = [m for m in parts if isinstance(m, nn.Embedding) and m.num_embeddings == value]
         positions = [t for t in tables(module) if t.dim() >= 2 and t.shape[-2] == value]
-        inner = [m for m in module.modules() if isinstance(m, nn.Linear)
+        inner = [m for m in parts if isinstance(m, nn.Linear)
                  and {m.in_features, m.out_features} == {model_width, value}]
         n = normalize(name)
         if name == d_model:
