@@ -14,7 +14,7 @@ import textwrap
 import torch
 
 from adapters import projections
-from adapters.behaviour import behaves, helper_masks
+from adapters.behaviour import canonical_call_error, helper_masks
 from adapters.building import PROBE, Binding, authors_own_blocks, probe_build
 from adapters.call_plans import forward_parameters, name_words, plan_arguments
 from adapters.candidates import ROLE_ORDER, ranked
@@ -48,7 +48,7 @@ def method_role(role, owner, bindings, convention, module_name, roles):
         function = function_role(binding, convention)
         if role == "padding_mask":
             function = with_instance_pad(function)
-        if behaves(Implementation(module_name, {**roles, role: function}), role) is None:
+        if canonical_call_error(Implementation(module_name, {**roles, role: function}), role) is None:
             return binding, function
     return None
 
@@ -359,7 +359,7 @@ def masks_of_a_pair_helper(role, found, bindings, convention, module_name, roles
         binding = Binding(role, f"{name} (its {'source' if role == 'padding_mask' else 'target'} mask)", element,
                           masks=helper_masks(role, bindings, convention))
         function = function_role(binding, convention)
-        if behaves(Implementation(module_name, {**roles, role: function}), role) is None:
+        if canonical_call_error(Implementation(module_name, {**roles, role: function}), role) is None:
             return binding, function
     return None
 

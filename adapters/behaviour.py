@@ -1,4 +1,4 @@
-"""Try a bound candidate under the canonical call on the probe configuration: whether it works (:func:`behaves`), and
+"""Try a bound candidate under the canonical call on the probe configuration: whether it works (:func:`canonical_call_error`), and
 the ways of calling it that make it work when the first does not (tensors sequence first, masks of another shape,
 token ids given to a stack that embeds them itself), and how a model's forward shifts its target.
 """
@@ -39,7 +39,7 @@ def masks_of_another_shape(binding, module_name, roles, bindings, convention):
             continue
         binding.masks = base + shape
         roles[binding.role] = role_builder(binding, bindings, convention)
-        if behaves(Implementation(module_name, roles), binding.role) is None:
+        if canonical_call_error(Implementation(module_name, roles), binding.role) is None:
             binding.notes.append(f"(masks: {describe_convention(binding.masks)})")
             return True
     binding.masks = None
@@ -84,7 +84,7 @@ def works_in_layout(binding, layout, module_name, roles, bindings, convention, p
     then works under the canonical call; else its layout and builder as before and ``problem`` unchanged."""
     before, binding.layout = binding.layout, layout
     roles[binding.role] = role_builder(binding, bindings, convention)
-    if behaves(Implementation(module_name, roles), binding.role) is None:
+    if canonical_call_error(Implementation(module_name, roles), binding.role) is None:
         binding.notes.append(note)
         return None
     binding.layout = before
@@ -127,14 +127,14 @@ SHAPE_FAILURE = re.compile(r"shape|size|dimension|unpack|AssertionError|IndexErr
 
 
 def fails_on_shapes(problem):
-    """Whether a candidate's failure under the canonical call (``behaves``' text) is one of shapes."""
+    """Whether a candidate's failure under the canonical call (``canonical_call_error``' text) is one of shapes."""
     return bool(SHAPE_FAILURE.search(problem))
 
 
 UNBATCHED_NOTE = "(one sequence at a time, (length, d_model) without a batch axis{}: each sample called alone)"
 
 
-def behaves(implementation, role, cfg=PROBE, dtype=torch.float32):
+def canonical_call_error(implementation, role, cfg=PROBE, dtype=torch.float32):
     """Build the role on a small configuration (or ``cfg``) and make the canonical call (in float32, or ``dtype``);
     None if it works, else the error."""
     case = Case(implementation, cfg, batch=2, src_len=5, tgt_len=7, dtype=dtype, seed=0)
@@ -153,7 +153,7 @@ def behaves(implementation, role, cfg=PROBE, dtype=torch.float32):
     except Missing as exc:  # a model taking lengths: probed again with its padding at the end of each sequence
         if exc.cause == "adapter.padding_not_expressible_as_lengths" and implementation.padding is None:
             implementation.padding = LENGTHS
-            return behaves(implementation, role)
+            return canonical_call_error(implementation, role)
         return f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # the candidate's own code: any exception means "does not fit"
         return f"{type(exc).__name__}: {exc}"
@@ -169,7 +169,7 @@ def float32_only(implementation, role):
     """The error ``role`` (which works in float32) raises in float64 when tensors of the two precisions meet there:
     its code fixes float32 somewhere (a softmax given ``dtype=torch.float``, a float32 table it multiplies), as code
     written for float32 training does; else None."""
-    problem = behaves(implementation, role, dtype=torch.float64)
+    problem = canonical_call_error(implementation, role, dtype=torch.float64)
     return problem if problem is not None and PRECISIONS_MEET.search(problem) else None
 
 

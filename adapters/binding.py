@@ -30,10 +30,10 @@ import torch
 from adapters.assembly import (METHOD_ROLES, assembled_together, calls_as_the_model_makes_them,
                                masks_of_a_pair_helper, masks_of_encode_and_decode, method_role,
                                parts_in_built_blocks)
-from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, behaves, embeds_token_ids,
+from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, canonical_call_error, embeds_token_ids,
                                 fails_on_shapes, float32_only, helper_masks, hides_a_masked_key, learns_weights,
                                 masks_of_another_shape, target_shift, works_in_layout, works_memory_first)
-from adapters.building import PROBE, Binding, builds, constructed_by_name
+from adapters.building import PROBE, Binding, build_error, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
                                  in_torch_style, plan_arguments, positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
@@ -139,7 +139,7 @@ def whole_masks(binding, module_name, roles, bindings, convention, problem):
     before = binding.call
     binding.call = plan_arguments(adapted.inner, CANONICAL_CALLS[binding.role], by_name=False)
     roles[binding.role] = module_builder(binding, bindings, convention)
-    if behaves(Implementation(module_name, roles), binding.role) is None:
+    if canonical_call_error(Implementation(module_name, roles), binding.role) is None:
         binding.notes.append("(its masks whole, not in torch's two parts its parameter names suggest)")
         return None
     binding.call = before
@@ -185,7 +185,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                     first_failure = best_failure(first_failure, (binding, str(exc)), score)
                 roles.pop(role, None)
                 continue
-            problem = behaves(Implementation(module_name, roles), role)
+            problem = canonical_call_error(Implementation(module_name, roles), role)
             if problem is not None and role in LAID_OUT:  # written for (sequence, batch, d_model) tensors?
                 problem = works_in_layout(binding, SEQUENCE_FIRST, module_name, roles, bindings, convention, problem,
                                           "(sequence, batch, d_model) tensors, as torch's default layout")
@@ -207,7 +207,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             if problem is not None and role == "positional_encoding":  # called with the tokens, as its caller does?
                 binding.takes_token_ids = True
                 roles[role] = module_builder(binding, bindings, convention)
-                if behaves(Implementation(module_name, roles), role) is None:
+                if canonical_call_error(Implementation(module_name, roles), role) is None:
                     problem = None
                     binding.notes.append("(called with token ids of the input's shape, as the code's embedding "
                                          "block calls it with the tokens)")
@@ -251,7 +251,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                 unbuilt[role] = binding.name
     for role, binding in parts_in_built_blocks(bindings, found, taken).items():
         roles[role] = role_builder(binding, bindings, convention)
-        problem = behaves(Implementation(module_name, roles), role)
+        problem = canonical_call_error(Implementation(module_name, roles), role)
         if problem is None or masks_of_another_shape(binding, module_name, roles, bindings, convention):
             bindings[role] = binding
             notes[:] = [n for n in notes if not n.startswith(f"{role}: ") or "does not work" not in n]
@@ -266,7 +266,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         binding, before = bindings[role], (bindings[role].call, bindings[role].masks)
         binding.call = plan
         roles[role] = module_builder(binding, bindings, convention)
-        problem = behaves(Implementation(module_name, roles), role)
+        problem = canonical_call_error(Implementation(module_name, roles), role)
         if problem is None or not binding.works \
                 or masks_of_another_shape(binding, module_name, roles, bindings, convention):
             # (a block broken under the canonical call too is checked under its author's: a crash there is theirs)
@@ -327,7 +327,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         if helper is not None and not helper.works:  # a helper for (sequence, batch) tokens, as the model takes?
             helper.layout = SEQUENCE_FIRST
             roles["padding_mask"] = role_builder(helper, bindings, convention)
-            if behaves(Implementation(module_name, roles), "padding_mask") is None:
+            if canonical_call_error(Implementation(module_name, roles), "padding_mask") is None:
                 helper.works = True
                 helper.notes.append("((sequence, batch) tokens, as the rest of the code)")
                 notes[:] = [n for n in notes if not n.startswith("padding_mask: ") or "does not work" not in n]
@@ -352,7 +352,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
     for binding in bindings.values():
         for source in binding.constructor.values():
             sub = bindings.get(source[5:]) if source.startswith("role:") else None
-            problem = None if sub is None else builds(sub, bindings) if sub.composes else "it fails under the canonical call"
+            problem = None if sub is None else build_error(sub, bindings) if sub.composes else "it fails under the canonical call"
             if problem and not any(n.startswith(f"{binding.role}: built with the reference's {sub.role} ")
                                    for n in notes):
                 notes.append(f"{binding.role}: built with the reference's {sub.role} in place of {sub.name}, which "

@@ -376,7 +376,7 @@ def build_sub_block(binding, cfg, bindings, depth, convention="keep"):
         return grafted_reference(binding.role, cfg)
 
 
-def builds(binding, bindings):
+def build_error(binding, bindings):
     """None when ``binding`` builds on the probe configuration, else the error."""
     try:
         build_from_plan(binding, PROBE, bindings)

@@ -281,7 +281,7 @@ def test_a_check_that_left_no_verdict(tmp_path):
                     message="", nodeid=nodeids[0])
     (reports / "integrity.json").write_text(json.dumps(dict(nonce="n", exitstatus=0)))
     (reports / "report.json").write_text(json.dumps(dict(checks=[reported])))
-    result = checking.judge("s", tmp_path / "s.py", {"status": 0}, work, reports, "n", nodeids,
+    result = checking.result_from("s", tmp_path / "s.py", {"status": 0}, work, reports, "n", nodeids,
                           dict(timeout=60, memory=1 << 30, output_limit=1 << 20), apart)
     assert [(c["nodeid"], c["verdict"], c["cause"]) for c in result["checks"]] == [
         (nodeids[0], "pass", ""), (nodeids[1], "error", "grading.check_did_not_report")]

@@ -22,7 +22,7 @@ import sys
 import torch
 import torch.nn as nn
 
-from adapters.behaviour import behaves
+from adapters.behaviour import canonical_call_error
 from adapters.building import authors_own_blocks
 from conformance.contract import harness
 from conformance.contract.interface import FUNCTION_ROLES, ROLES, Config
@@ -71,7 +71,7 @@ def _author_runs_it(impl, role):
         cls.forward = watched
         try:
             with authors_own_blocks() as grafted:  # the outer block as its author wrote it: no reference inside
-                problem = behaves(impl, outer)
+                problem = canonical_call_error(impl, outer)
         finally:
             cls.forward = own
         if problem is None and not grafted and calls["started"] and calls["started"] == calls["returned"]:
@@ -405,7 +405,7 @@ def _authors_calls(impl, role):
         log = []
         try:
             with authors_own_blocks() as grafted, watching(target, log):
-                problem = behaves(impl, outer)
+                problem = canonical_call_error(impl, outer)
         except Exception:  # noqa: BLE001 (the author's code: it says nothing of how it calls the role)
             continue
         if grafted or not log:  # a reference block inside: not the author's own block
@@ -509,6 +509,6 @@ def runs_at_the_papers_sizes(impl, role):
     saved = harness.LATEST_CASE
     try:
         with authors_own_blocks():
-            return behaves(impl, role) is not None and behaves(impl, role, PAPER_BASE) is None
+            return canonical_call_error(impl, role) is not None and canonical_call_error(impl, role, PAPER_BASE) is None
     finally:
         harness.LATEST_CASE = saved

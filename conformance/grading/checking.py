@@ -94,7 +94,7 @@ def check_submission(worker, name, path, limits, private=(), leftovers=()):
         answer = worker.submit(dict(id=secrets.token_hex(8), impl=str(copy), work=str(work),
                                     report_dir=str(report_dir), judge_dir=str(judge_dir), nonce=nonce, args=[],
                                     private=private, scratch=[str(folder), *map(str, leftovers)], **limits)).result()
-        result = judge(name, path, answer, work, report_dir, nonce, worker.nodeids, limits, judge_dir)
+        result = result_from(name, path, answer, work, report_dir, nonce, worker.nodeids, limits, judge_dir)
         result["wall_s"] = round(time.perf_counter() - started, 3)
         return result
     finally:
@@ -118,7 +118,7 @@ def valid_report(data):
 NOT_COMPILED = "error.cell_does_not_compile"
 
 
-def judge(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_dir):
+def result_from(name, path, answer, work, report_dir, nonce, nodeids, limits, judge_dir):
     """The submission's result from what its processes left: exit status, report, integrity record, output, and
     the verdicts of the checks judged apart (``judge_dir/report.json``, written where its code never ran)."""
     output_file = work / "output.txt"

@@ -103,7 +103,7 @@ def entries():
             yield f"{name}.{attr}", value
             if isinstance(value, type) and value.__module__ == name and not name.startswith("torch"):
                 for member, content in list(vars(value).items()):
-                    if (not member.startswith("__") or member in CLASS_DUNDERS) and behaves(content):
+                    if (not member.startswith("__") or member in CLASS_DUNDERS) and is_behaviour(content):
                         yield f"{name}.{attr}.{member}", content
     for cls in (torch.Tensor, torch.nn.Module, numpy.ndarray):
         for member, content in list(vars(cls).items()):
@@ -111,7 +111,7 @@ def entries():
                 yield f"{cls.__module__}.{cls.__name__}.{member}", content
 
 
-def behaves(content):
+def is_behaviour(content):
     """Methods, properties and other descriptors (not the state a class keeps in its attributes)."""
     return callable(content) or isinstance(content, (property, classmethod, staticmethod)) or \
         hasattr(type(content), "__get__")
@@ -208,7 +208,7 @@ def audit(event, args):
         return
     _in_hook = True
     try:
-        refusal = judge(event, args)
+        refusal = refusal_of(event, args)
     finally:
         _in_hook = False
     if refusal:
@@ -216,7 +216,7 @@ def audit(event, args):
         raise PermissionError(f"refused while grading: {refusal}")
 
 
-def judge(event, args):
+def refusal_of(event, args):
     """The reason to refuse ``event``, or None (recording what is only suspicious)."""
     work = ARMED["work"]
     if event == "subprocess.Popen" and not caller().startswith(ARMED["work"]) and \
