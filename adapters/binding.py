@@ -365,10 +365,10 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
     found = Discovery(roles, bindings, convention, notes, grafts,
                       {role for role, binding in bindings.items() if not binding.works}, unbuilt)
     if found.unusable and not {"head_axis", "key_vectors"} & set(masks):  # masks of another shape?
-        base = base_convention(convention)
+        told = {"convention": base_convention(convention)} if "convention" in masks else {}  # (else read again)
         for shape in ("head_axis", "key_vectors"):
             other = bind_roles(namespace, module_name, {**overrides, "masks": {
-                **masks, "convention": base, shape: True}}, modules, prefer, observed)
+                **masks, **told, shape: True}}, modules, prefer, observed)
             if other.working > found.working:
                 found = other
     return found

@@ -119,6 +119,24 @@ def zero_padding_hidden(case, component, module, inputs, out):
     return result.shape == out.shape and difference(result, out, case) is None
 
 
+def lengths_it_runs_at(case, component, module):
+    """``case``, or for a decoder that crashes when the source and target lengths differ (as when its
+    encoder-decoder attention is given the target's mask, §3.2.3), the case at equal lengths where it runs: there
+    the check can still say which mask reaches which attention. The crash itself is what the other checks report."""
+    if component not in ("decoder_layer", "decoder") or case.src_len == case.tgt_len or case.tgt_len < 2:
+        return case
+    try:
+        call(module, canonical_inputs(case, component), component)
+        return case
+    except RuntimeError:
+        equal = case.replace(src_len=case.tgt_len)
+        try:
+            call(module, canonical_inputs(equal, component), component)
+        except RuntimeError:
+            return case
+        return equal
+
+
 @pytest.mark.parametrize("component", PADDED_ROLES)
 @given(drawn=strategies.settings())
 def test_masked_keys_do_not_change_outputs(impl, device, component, drawn):
@@ -127,6 +145,7 @@ def test_masked_keys_do_not_change_outputs(impl, device, component, drawn):
     padded source tokens) leaves every output that attends to it unchanged."""
     case = with_padding(Case(impl, device=device, **drawn))
     module = case.build(component)
+    case = lengths_it_runs_at(case, component, module)
     inputs = canonical_inputs(case, component)
     keep = key_mask(component, inputs)
     padded = ~keep
@@ -217,7 +236,7 @@ def test_future_positions_do_not_change_earlier_outputs(impl, device, component,
     if leak is None:
         return
     mask = "tgt_mask" if component in ("decoder_layer", "decoder", "model") else "src_mask"
-    causal = case.build(component, causal=True) if mask in inputs_not_accepted(module)[0] else None
+    causal = case.build(component, causal=True)  # (None without a causal switch in its constructor)
     if causal is not None and difference(earlier(call(causal, altered, component)),
                                          earlier(call(causal, inputs, component)), case) is None:
         return  # (causal by construction, as the author's decoder builds it)
