@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conformance import (test_behaviour, test_embeddings, test_information_flow, test_norm_order, test_parameters,
+from conformance.checks import (test_behaviour, test_embeddings, test_information_flow, test_norm_order, test_parameters,
                          test_positional_encoding, test_shapes)
 from reference import transformer as ref
 from tests.reaching import CFG, cause_of

@@ -12,7 +12,7 @@ from conformance.contract.interface import ROLES
 
 DEFAULT_RUBRIC = Path(__file__).with_name("rubric.toml")
 VERDICTS = ("pass", "deviation", "missing", "fail", "error")
-SUITE = Path(__file__).resolve().parents[1]
+SUITE = Path(__file__).resolve().parents[1] / "checks"
 
 
 class RubricError(ValueError):
