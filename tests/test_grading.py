@@ -329,3 +329,33 @@ def test_a_submission_whose_code_does_not_compile_is_an_error_not_a_count_of_che
     assert result["status"] == "error" and result["score"] == 0, result["reason"]
     assert "does not compile (broken.py, line 5: SyntaxError" in result["reason"], result["reason"]
     assert "Status: **error**" in (tmp_path / "out" / "feedback" / "broken.md").read_text()
+
+
+SETTINGS_PROBE = """
+import json, os
+
+def pytest_collection_finish(session):
+    found = {}
+    for item in session.items:
+        used = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
+        if used is not None:
+            found[item.nodeid] = [used.max_examples, used.derandomize]
+    with open(os.environ["SETTINGS_PROBE_OUT"], "w") as f:
+        json.dump(found, f)
+"""
+
+
+def test_every_check_graded_draws_the_grading_profiles_examples(tmp_path):
+    """hypothesis fixes a check's settings when its module is imported: a module of checks imported by a grading
+    plugin, before the profile is loaded, would keep hypothesis's defaults (100 random examples) while grading."""
+    from conformance.grading.zygote import PYTEST_BASE
+    (tmp_path / "settings_probe.py").write_text(SETTINGS_PROBE)
+    out = tmp_path / "settings.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]), SETTINGS_PROBE_OUT=str(out),
+               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")  # (as the grader's worker runs it)
+    subprocess.run([sys.executable, "-m", "pytest", *PYTEST_BASE, "-p", "settings_probe", "--collect-only",
+                    "--impl=reference", f"--hypothesis-profile={grading.GRADING_PROFILE}"],
+                   cwd=tmp_path, env=env, check=True, capture_output=True)
+    found = json.loads(out.read_text())
+    assert len(found) > 100
+    assert {nodeid: drawn for nodeid, drawn in found.items() if drawn != [2, True]} == {}

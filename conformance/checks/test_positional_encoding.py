@@ -13,14 +13,13 @@ import torch
 from hypothesis import given
 
 from conformance.contract import strategies
-from conformance.contract.harness import (Case, canonical_inputs, difference, if_the_checker_sets, output_tensor,
-                                          seed_generators)
+from conformance.contract.harness import (TABLE_ATOL, Case, canonical_inputs, difference, if_the_checker_sets,
+                                          output_tensor, seed_generators)
 from conformance.contract.probes import constant_ratio, hooked
 from conformance.contract.verdicts import Deviation, Failure, note_on_pass
 from reference.transformer import sinusoidal_table
 
 ROLE = "positional_encoding"
-TABLE_ATOL = 1e-3
 MISTAKE_ATOL = 2e-2
 """Known wrong tables are recognised more loosely: a mistake such as pos * 10000^(2i/d) gives angles in the
 thousands, whose float32 sines are only good to a few thousandths."""

@@ -28,6 +28,10 @@ def seed_generators(seed, device):
         torch.cuda.manual_seed_all(seed)
 
 
+TABLE_ATOL = 1e-3
+"""How far a positional-encoding table may be from the closed form of §3.5 (float32 sines of angles near max_len)."""
+
+
 def tolerance(dtype):
     """Absolute and relative tolerance for comparing results computed in ``dtype``."""
     return (1e-4, 1e-4) if dtype == torch.float32 else (1e-9, 1e-9)

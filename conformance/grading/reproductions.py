@@ -19,8 +19,8 @@ import re
 
 import torch
 
-from conformance.checks.test_positional_encoding import TABLE_ATOL
 from conformance.contract import harness
+from conformance.contract.harness import TABLE_ATOL
 from conformance.grading.files import write_atomic
 from conformance.contract.interface import FUNCTION_ROLES, Config, Supports
 
