@@ -37,7 +37,7 @@ from adapters.building import PROBE, Binding, build_error, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
                                  in_torch_style, plan_arguments, positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
-from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed
+from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed, remembering_what_is_learned
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_convention, infer_convention
 from adapters.names import CANONICAL_CALLS
 from adapters.observe import without_batch_axis
@@ -82,6 +82,11 @@ def discover(namespace, module_name, overrides=None, modules=None, observed=None
     """Bind every role found in ``namespace`` (a submission's module dict); see the module docstring. Where several
     classes could play a role, the one the bound blocks assemble wins (:func:`assembled_together`); ``observed``: what
     the author's own run showed (:class:`adapters.observe.Observation`), or None."""
+    with remembering_what_is_learned():
+        return bound_and_assembled(namespace, module_name, overrides, modules, observed)
+
+
+def bound_and_assembled(namespace, module_name, overrides, modules, observed):
     modules = modules or {module_name}
     found, tried = bind_roles(namespace, module_name, overrides, modules, observed=observed), [set()]
     for _ in range(ASSEMBLY_PASSES):

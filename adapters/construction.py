@@ -7,6 +7,8 @@ twice, learned by building the candidate with probe values and reading which wei
 """
 import ast
 import contextlib
+import contextvars
+import functools
 import inspect
 import io
 import re
@@ -16,7 +18,7 @@ import torch
 import torch.nn as nn
 
 from adapters import multipliers
-from adapters.building import PROBE, Binding, build_from_plan, config_fields, probe_build, stack_layer_role
+from adapters.building import AUTHORS_OWN, KEPT, PROBE, Binding, build_from_plan, config_fields, probe_build, stack_layer_role
 from adapters.call_plans import name_words
 from adapters.names import FUTURE_WORDS, SUBMODULE_NAMES, argument_role, normalize
 
@@ -181,6 +183,57 @@ PROBE_SIZES = (30, 42, 54, 66, 78, 90, 102, 114)
 into heads, a sinusoid table into pairs): a constructor argument built with one is found by it."""
 
 
+LEARNED = contextvars.ContextVar("learned", default=None)
+"""What :func:`learn_arguments` found during one discovery, by everything its probe build depends on: ranking
+candidates and assembling the roles plan the same class against the same bindings again and again, and each probe
+build can be a whole model (one taking its layer count as an unnamed argument builds dozens of layers)."""
+
+
+@contextlib.contextmanager
+def remembering_what_is_learned():
+    token = LEARNED.set({})
+    try:
+        yield
+    finally:
+        LEARNED.reset(token)
+
+
+def bindings_state(bindings, depth=0):
+    """What of ``bindings`` a build from a plan reads: each role's class, how it is fed, whether it composes, and
+    the block a part is built within."""
+    return tuple((role, binding_state(b, depth)) for role, b in bindings.items())
+
+
+def binding_state(b, depth):
+    part = b.part_of
+    if part is not None:
+        part = (binding_state(part[0], depth + 1), part[1], bindings_state(part[2], depth + 1)) if depth < 3 \
+            else id(part)
+    return (id(b.target), b.name, tuple(b.constructor.items()), b.works, b.takes_token_ids, b.layout, b.masks,
+            b.adds_table, part)
+
+
+def remembered(learn):
+    @functools.wraps(learn)
+    def learn_once(target, role, plan, unknown, bindings, optional=()):
+        memo = LEARNED.get()
+        if memo is None or AUTHORS_OWN.get() is not None:  # (a build that lists the author's broken blocks: anew)
+            return learn(target, role, plan, unknown, bindings, optional)
+        key = (id(target), role, tuple(plan.items()), tuple(unknown), tuple(optional), KEPT.get(),
+               bindings_state(bindings))
+        if key not in memo:
+            try:
+                memo[key] = (learn(target, role, plan, unknown, bindings, optional), None)
+            except LookupError as exc:
+                memo[key] = (None, str(exc))
+        learned, problem = memo[key]
+        if problem is not None:
+            raise LookupError(problem)
+        return dict(learned)
+    return learn_once
+
+
+@remembered
 def learn_arguments(target, role, plan, unknown, bindings, optional=()):
     """What constructor arguments whose names say nothing mean (``hid_dim``, ``pf_dim``, ``filter_size``,
     ``d_word_vec``, ``enc_voc_size``, an argument the math does not use such as ``device`` or ``trg_sos_idx``), or
@@ -215,6 +268,7 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
         with contextlib.redirect_stdout(io.StringIO()):
             module = build_from_plan(trial, PROBE, bindings)
         parts = list(module.modules()) if isinstance(module, nn.Module) else []  # (an __init__ may skip nn.Module's)
+        kept = list(tables(module)) if parts else []
     except Exception as exc:  # the candidate's own code under probe values
         raise LookupError(f"cannot tell what constructor arguments {', '.join(probes)} of {name_of} are (built "
                           f"with probe values: {type(exc).__name__}: {exc})") from None
@@ -227,7 +281,7 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
             isinstance(m, nn.Linear) and m.in_features == v for m in parts)), None)
     if d_model is None:  # no weight: a table (a buffer or a tensor attribute, a sinusoid's) as wide as d_model
         d_model = next((n for n, v in probes.items() if any(t.dim() >= 2 and t.shape[-1] == v
-                                                            for t in tables(module))), None)
+                                                            for t in kept)), None)
     fed_width = any(source == "d_model" for name, source in plan.items() if name not in probes)
     if d_model is None and not fed_width:  # Linear(a, b) then Linear(b, a): the first one takes in d_model
         linears = [m for m in parts if isinstance(m, nn.Linear)]
@@ -239,7 +293,7 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
     for name, value in probes.items():
         lists = [m for m in parts if isinstance(m, nn.ModuleList) and len(m) == value]
         rows = [m for m in parts if isinstance(m, nn.Embedding) and m.num_embeddings == value]
-        positions = [t for t in tables(module) if t.dim() >= 2 and t.shape[-2] == value]
+        positions = [t for t in kept if t.dim() >= 2 and t.shape[-2] == value]
         inner = [m for m in parts if isinstance(m, nn.Linear)
                  and {m.in_features, m.out_features} == {model_width, value}]
         n = normalize(name)
