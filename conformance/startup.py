@@ -4,19 +4,22 @@ import functools
 import sys
 
 
-def imports_left_unrewritten(*packages):
-    """Keep pytest from rewriting the asserts of ``packages``: pytest marks every module of each distribution that
-    registers a pytest plugin (hypothesis does), and where bytecode is not cached (``PYTHONDONTWRITEBYTECODE``)
-    parses and compiles each again at every start, about 0.6 s for hypothesis. Their asserts are their own, never a
-    check's."""
+def imports_left_unrewritten():
+    """Keep pytest from rewriting the asserts of installed pytest plugins (hypothesis, pytest-xdist and whatever
+    else registers one): pytest marks every module of each distribution that registers a plugin, and where bytecode
+    is not cached (``PYTHONDONTWRITEBYTECODE``) parses and compiles each again at every start, about 0.6 s for
+    hypothesis alone. Their asserts are their own, never a check's (the checks raise their findings, and assert
+    nothing)."""
+    from importlib.metadata import entry_points
+    packages = {"hypothesis"} | {e.value.split(":")[0].split(".")[0] for e in entry_points(group="pytest11")}
     for hook in sys.meta_path:
         marked = getattr(hook, "_must_rewrite", None)
-        if isinstance(marked, set) and marked & set(packages):
+        if isinstance(marked, set) and marked & packages:
             marked.difference_update(packages)
             getattr(hook, "_marked_for_rewrite_cache", {}).clear()
 
 
-imports_left_unrewritten("hypothesis")
+imports_left_unrewritten()
 import hypothesis.internal.reflection as reflection  # noqa: E402  (once pytest no longer rewrites it)
 
 if callable(getattr(reflection, "_clean_source", None)):

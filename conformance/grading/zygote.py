@@ -45,7 +45,8 @@ import adapters.loading  # noqa: F401
 PYTEST_BASE = ["--pyargs", "conformance", "-q", "-p", "no:cacheprovider", "-p", "_hypothesis_pytestplugin",
                "-p", "conformance.plugin", "-p", "conformance.grading.judge", "-p", "conformance.grading.integrity",
                "-W", "ignore::pytest.PytestAssertRewriteWarning",
-               "-p", "no:unraisableexception"]  # its cleanup collects garbage again and again: seconds a child
+               "-p", "no:unraisableexception",  # its cleanup collects garbage again and again: seconds a child
+               "-p", "no:logging"]  # (it captures the log records of every phase of every check: nothing reads them)
 
 
 class Collector:
