@@ -9,6 +9,8 @@ import argparse
 import sys
 
 from conformance.diagnosis import causes
+from conformance.grading import runner as grading
+from conformance.grading import selfcheck
 from conformance.reports import report
 
 
@@ -21,8 +23,6 @@ def command_line():
     report_command.add_argument("impls", nargs="+", metavar="IMPL", help="file, notebook, package, module name")
     report_command.add_argument("--out", default="reports", help="output folder (default: reports/)")
     report_command.add_argument("--timeout", type=float, default=600, help="seconds allowed to one implementation")
-    from conformance.grading import runner as grading
-    from conformance.grading import selfcheck
     grading.add_arguments(commands.add_parser("grade", help="grade a folder of submissions",
                                               description=grading.GRADE_DESCRIPTION, epilog=grading.PYTEST_EPILOG))
     selfcheck.add_arguments(commands.add_parser("check", help="check one submission as it will be graded",
@@ -34,8 +34,6 @@ def command_line():
 
 
 def main(argv=None):
-    from conformance.grading import runner as grading
-    from conformance.grading import selfcheck
     args, pytest_args = command_line().parse_known_args(argv)
     if args.command == "causes":
         print(causes.markdown(), end="")

@@ -34,11 +34,12 @@ import numpy
 import pytest
 import torch
 
+from conformance.diagnosis.classify import PROJECT_DIR
+
 ARMED = None
 """Set by the worker before the run: ``{"work": dir, "report_dir": dir, "nonce": str, "private": [path prefix]}``
 (private: the grader's output folder and the other submissions' scratch folders, neither read nor written)."""
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REFERENCE_DIR = os.path.join(PROJECT_DIR, "reference") + os.sep
 CHECKER_FILES = tuple(os.path.join(os.path.dirname(REFERENCE_DIR[:-1]), d) + os.sep
                       for d in ("conformance", "adapters", "reference", "tests", "benchmarks"))
