@@ -39,7 +39,7 @@ from conformance.contract.harness import Case, canonical_inputs, difference, rol
 from conformance.contract.interface import Config, MissingRole
 from conformance.contract.probes import SoftmaxWatch, constant_ratio, sdpa_scale
 from conformance.checks.test_layer_norm import affine_parameters, factors, fits, wrong_axis
-from conformance.checks.test_norm_order import judge, layer_norms, nearest
+from conformance.checks.test_norm_order import layer_norms, nearest, require_placement
 from conformance.checks.test_softmax import SCALE_MISTAKES
 from conformance.contract.verdicts import Failure, Finding, Missing
 from conformance.contract.weights import EPS_LIMIT, is_bias_name, is_norm_module
@@ -330,7 +330,7 @@ def residual_in_place(case, call, run, contract):
 
     ranked = nearest([(out, x, [[recorded]])], x.norm(), layer_norms(call.module, x.shape[-1]), contract=contract)
     try:
-        judge("sublayer_connection", contract, ranked, None)
+        require_placement("sublayer_connection", contract, ranked, None)
     except Finding as finding:
         finding.observed = f"{at(call)}: {finding.observed}"
         raise

@@ -140,7 +140,7 @@ def summary(ranked, n=4):
     return ", ".join(f"{formula}: {dist:.2g}" for dist, _, formula in ranked[:n])
 
 
-def judge(role, contract, ranked, repro, tie_breaker=None, all_sub_layers_run=None):
+def require_placement(role, contract, ranked, repro, tie_breaker=None, all_sub_layers_run=None):
     """Verdict from the ranked placements: pass for the contract's placement, deviation for the other accepted
     one, failure for a broken one, missing when the probe cannot tell (``tie_breaker`` narrows down a list of
     matching causes; ``all_sub_layers_run()`` says whether a reading of an unused sub-layer output is belied by
@@ -190,7 +190,7 @@ def test_sublayer_connection_placement(impl, device, contract, component, drawn)
     sublayer = lambda z: z @ weight + bias  # noqa: E731
     out = call(m, (x, sublayer), component)
     ranked = nearest([(out, x, [[sublayer]])], x.norm(), layer_norms(m, d))
-    judge(component, contract, ranked, case.reproduction(
+    require_placement(component, contract, ranked, case.reproduction(
         component, f"x = torch.randn(2, 3, {d}); W = torch.randn({d}, {d})\n"
                    "print(m(x, lambda z: z @ W), torch.nn.functional.layer_norm(x + x @ W, x.shape[-1:]))"))
 
@@ -322,7 +322,7 @@ def test_layer_placement(impl, device, contract, component, drawn):
                 norms_matter = distance(call(fresh, inputs, component), y0, y0.norm()) > 1e-6
             causes = [c for c in causes if c != ("norm_missing" if norms_matter else "pre_norm")]
         return causes
-    judge(component, contract, ranked, repro, tie_breaker=tie_breaker,
+    require_placement(component, contract, ranked, repro, tie_breaker=tie_breaker,
           all_sub_layers_run=lambda: all_run(case.build(component), inputs, component))
 
 
