@@ -72,10 +72,14 @@ class LoadedCode:
             return set()
         own = {self.module.__name__}
         base = Path(self.path).resolve() if self.kind in FOLDERS else Path(self.path).resolve().parent
-        folders = [base] + [Path(r) for r in self.roots if base.is_relative_to(Path(r))]
+        folders = tuple(str(f) + os.sep for f in [base] + [Path(r).resolve() for r in self.roots
+                                                              if base.is_relative_to(Path(r))])
         for name, module in list(sys.modules.items()):
             filename = getattr(module, "__file__", None)
-            if filename and not _is_library(filename) and any(_is_under(filename, f) for f in folders):
+            if not isinstance(filename, str) or _installed(filename):
+                continue
+            resolved = os.path.realpath(filename)
+            if resolved.startswith(folders) and not resolved.startswith(CHECKER_PACKAGES):
                 own.add(name)
         return own
 
@@ -538,10 +542,14 @@ FOLDERS = ("package", "project")
 CHECKER = Path(__file__).resolve().parents[1]
 
 
-def _is_library(filename: str) -> bool:
-    """An installed package's file, or the checker's own."""
-    return any(part in ("site-packages", "dist-packages") for part in Path(filename).parts) or any(
-        _is_under(filename, CHECKER / package) for package in ("adapters", "conformance", "reference"))
+CHECKER_PACKAGES = tuple(str(CHECKER / package) + os.sep for package in ("adapters", "conformance", "reference"))
+"""The checker's own packages: never a submission's modules, even where a submission sits inside the checker's
+folder (a test's files)."""
+
+
+def _installed(filename: str) -> bool:
+    """An installed package's file (told from its name: no file system call for the thousand modules of torch)."""
+    return any(part in ("site-packages", "dist-packages") for part in Path(filename).parts)
 
 
 def _is_under(filename, directory) -> bool:
