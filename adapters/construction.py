@@ -302,7 +302,7 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
         elif lists:
             learned[name] = "N"
         elif rows:
-            learned[name] = ("max_len" if any(w in n for w in ("pos", "len", "max", "seq")) else
+            learned[name] = ("max_len" if any(w in n for w in ("pos", "len", "max", "seq")) and "voc" not in n else
                              "vocab_size" if role != "model" else
                              "tgt_vocab" if any(w in n for w in ("tgt", "trg", "dec", "out", "target")) else "src_vocab")
         elif inner and plan.get(name) == "d_model" and d_ff_given and role != "generator":

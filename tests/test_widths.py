@@ -167,6 +167,31 @@ def test_a_defaulted_width_no_name_reads_is_learned(widths):
     assert "longest" not in constructor_plan(widths["SinusoidTable"], "positional_encoding", {})
 
 
+def test_a_vocabulary_named_as_a_length_is_a_vocabulary(tmp_path):
+    """``vocab_len``, ``src_vocab_len``: the rows of an embedding sized by an argument that names a vocabulary are
+    tokens, however the name ends; one named only for positions (``max_seq_len``) stays max_len."""
+    path = tmp_path / "lookups.py"
+    path.write_text(textwrap.dedent('''
+        import torch.nn as nn
+
+        class Embedding(nn.Module):
+            def __init__(self, width, vocab_len, max_seq_len):
+                super().__init__()
+                self.tokens, self.positions = nn.Embedding(vocab_len, width), nn.Embedding(max_seq_len, width)
+
+        class Translator(nn.Module):
+            def __init__(self, width, src_vocab_len, trg_vocab_len):
+                super().__init__()
+                self.source, self.target = nn.Embedding(src_vocab_len, width), nn.Embedding(trg_vocab_len, width)
+                self.out = nn.Linear(width, trg_vocab_len)
+    '''))
+    module = vars(load_code(path).module)
+    assert constructor_plan(module["Embedding"], "embedding", {}) == {
+        "width": "d_model", "vocab_len": "vocab_size", "max_seq_len": "max_len"}
+    plan = constructor_plan(module["Translator"], "model", {})
+    assert (plan["src_vocab_len"], plan["trg_vocab_len"]) == ("src_vocab", "tgt_vocab"), plan
+
+
 def test_a_defaulted_inner_width_beside_a_fed_width_is_d_ff(tmp_path):
     """``filter_size=2048`` beside a width its name feeds: the projection pair between them makes it the inner
     width, never a second d_model."""
