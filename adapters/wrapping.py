@@ -126,6 +126,13 @@ def unfed_mask_parameters(module, arguments):
     return [p.name for p in forward_parameters(module) if "mask" in normalize(p.name) and p.name not in fed]
 
 
+def random_state(device, state=None):
+    """The state of the generator dropout draws from on ``device`` (CPU, or the device's own), or set it back."""
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device) if state is None else torch.cuda.set_rng_state(state, device)
+    return torch.random.get_rng_state() if state is None else torch.random.set_rng_state(state)
+
+
 class AdaptedModel(Transparent):
     """A whole model under the canonical call: through its own ``forward`` when that takes the source and the
     target, else through its ``encode`` and ``decode`` methods. Its output is the decoder output (``d_model``
@@ -172,6 +179,18 @@ class AdaptedModel(Transparent):
         return other
 
     def forward(self, src, tgt, src_mask, tgt_mask):
+        """The call as planned; where the first call finds that the model's own forward does not give the decoder
+        output (and so turns to ``encode`` and ``decode``), that call is made again from the same inputs and the
+        same random state, as every later call will be made: two calls of one model always agree on the path (and
+        on whether the masked tokens are replaced by the pad token, which only a maskless forward needs)."""
+        planned, state = self.forward_arguments, random_state(src.device)
+        out = self.called_as_planned(src, tgt, src_mask, tgt_mask)
+        if planned is not None and self.forward_arguments is None:
+            random_state(src.device, state)
+            out = self.called_as_planned(src, tgt, src_mask, tgt_mask)
+        return out
+
+    def called_as_planned(self, src, tgt, src_mask, tgt_mask):
         if self.masks_from_tokens:
             src = src.masked_fill(~src_mask.any(-2).expand_as(src), PAD)  # (the keys no query may see)
             tgt = tgt.masked_fill(~tgt_mask.any(-2).expand_as(tgt), PAD)
