@@ -198,3 +198,33 @@ def test_a_pre_softmax_map_to_twice_d_model_words_is_no_fused_projection():
     assert projection_maps(m, cfg) == []
     m.w_o = nn.Linear(8, 8, bias=False)  # a projection beside it is still one
     assert projection_maps(m, cfg) == [m.w_o]
+
+
+class TiedAtItsOwnSizes(nn.Module):
+    """A model its author fixed at 16 wide and 50 words (as a factory reading its own configuration builds it),
+    its pre-softmax map sharing the embedding matrix (§3.4)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 16)
+        self.layers = nn.ModuleList(nn.Linear(16, 16) for _ in range(2))
+        self.out = nn.Linear(16, 50, bias=False)
+        self.out.weight = self.embed.weight
+
+    def forward(self, src, tgt, src_mask, tgt_mask):
+        memory = self.embed(src).mean(1, keepdim=True)
+        x = self.embed(tgt) + memory
+        for layer in self.layers:
+            x = layer(x)
+        return self.out(x)
+
+
+def test_a_tied_embedding_at_the_authors_own_sizes_is_no_shared_layer():
+    """The matrix an embedding shares with the pre-softmax map is §3.4's tying whatever its size, not two layers
+    sharing weights (§3.1)."""
+    from conformance.checks.test_parameters import test_layers_do_not_share_weights
+    from conformance.contract.interface import Implementation
+    impl = Implementation("tied", {"model": TiedAtItsOwnSizes})
+    cfg = Config(d_model=6, h=3, d_ff=12, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=11, max_len=12)
+    drawn = dict(cfg=cfg, batch=2, src_len=3, tgt_len=4, dtype=torch.float64, seed=0)
+    test_layers_do_not_share_weights.hypothesis.inner_test(impl, "cpu", "model", drawn)

@@ -5,6 +5,7 @@ from collections import defaultdict
 
 import pytest
 import torch
+import torch.nn as nn
 from hypothesis import given
 
 from conformance.contract import strategies
@@ -371,8 +372,12 @@ def shared_head_projections(m, cfg):
     return sum(1 for p in m.parameters() if p.dim() == 2 and tuple(p.shape) == (cfg.d_k, cfg.d_k))
 
 
-def vocabulary_shaped(p, cfg):
-    return any(s in (cfg.src_vocab, cfg.tgt_vocab, cfg.vocab_size) for s in p.shape) and cfg.d_model in p.shape
+def is_an_embedding_table(p, model, cfg):
+    """Whether ``p`` is a vocabulary's embedding matrix, which the pre-softmax map may share (§3.4): shaped by a
+    vocabulary and d_model, or the weight of one of the model's lookups (at sizes its author fixed)."""
+    return any(s in (cfg.src_vocab, cfg.tgt_vocab, cfg.vocab_size) for s in p.shape) and cfg.d_model in p.shape \
+        or any(isinstance(lookup, nn.Embedding) and lookup.weight.data_ptr() == p.data_ptr()
+               for lookup in model.modules())
 
 
 @pytest.mark.parametrize("component", ("encoder", "decoder", "model"))
@@ -398,7 +403,7 @@ def test_layers_do_not_share_weights(impl, device, component, drawn):
         if p.numel():
             owners[(p.data_ptr(), p.dtype)].append((name, p))
     for names in owners.values():
-        if len({n for n, _ in names}) > 1 and not (component == "model" and vocabulary_shaped(names[0][1], cfg)):
+        if len({n for n, _ in names}) > 1 and not (component == "model" and is_an_embedding_table(names[0][1], m, cfg)):
             raise Failure(cause, requirement, "one parameter tensor (storage) appears as "
                           + ", ".join(n for n, _ in names[:4]), repro)
     # one layer applied N times while the others idle
