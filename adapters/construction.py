@@ -18,7 +18,8 @@ import torch
 import torch.nn as nn
 
 from adapters import multipliers
-from adapters.building import AUTHORS_OWN, KEPT, PROBE, Binding, build_from_plan, config_fields, probe_build, stack_layer_role
+from adapters.building import (AUTHORS_OWN, KEPT, PROBE, Binding, build_from_plan, config_fields, probe_build,
+                               stack_layer_role)
 from adapters.call_plans import name_words
 from adapters.names import FUTURE_WORDS, SUBMODULE_NAMES, argument_role, normalize
 
