@@ -229,3 +229,31 @@ def hides_a_masked_key(impl, role="multi_head_attention"):
     if not isinstance(before, torch.Tensor) or before.shape != after.shape or not before.isfinite().all():
         return None
     return bool(torch.allclose(before, after, atol=1e-5))
+
+
+
+def masking_shown(impl):
+    """What the model of ``impl`` (with its call's mask convention) hides of what the canonical masks hide
+    (§3.2.3): how many of a padded source token and a later target token leave its outputs (at the earlier target
+    positions) unchanged when they change, 0 to 2; None when it cannot be called so."""
+    torch.manual_seed(0)
+    src, tgt = torch.randint(1, PROBE.src_vocab, (2, 5)), torch.randint(1, PROBE.tgt_vocab, (2, 4))
+    other_src, later = src.clone(), tgt.clone()
+    other_src[:, -1] = src[:, -1] % (PROBE.src_vocab - 1) + 1
+    later[:, -1] = tgt[:, -1] % (PROBE.tgt_vocab - 1) + 1
+    src_mask = torch.ones(2, 1, 5, dtype=torch.bool)
+    src_mask[:, :, -1] = False
+    tgt_mask = torch.tril(torch.ones(1, 4, 4, dtype=torch.bool)).expand(2, -1, -1)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+            model = impl.build("model", PROBE).eval()
+            outputs = [model(s, t, src_mask, tgt_mask) for s, t in ((src, tgt), (other_src, tgt), (src, later))]
+    except Exception:  # noqa: BLE001 - the author's code under a call it may not take: no reading
+        return None
+    outputs = [out[0] if isinstance(out, (tuple, list)) else out for out in outputs]
+    if not all(isinstance(out, torch.Tensor) and out.shape == outputs[0].shape and out.isfinite().all()
+               for out in outputs) or outputs[0].dim() < 2:
+        return None
+    before, padded, future = outputs
+    return (int(torch.allclose(before, padded, atol=1e-5))
+            + int(torch.allclose(before[:, :-1], future[:, :-1], atol=1e-5)))

@@ -31,13 +31,15 @@ from adapters.assembly import (METHOD_ROLES, assembled_together, calls_as_the_mo
                                masks_of_a_pair_helper, masks_of_encode_and_decode, method_role,
                                parts_in_built_blocks)
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, canonical_call_error, embeds_token_ids,
-                                fails_on_shapes, float32_only, helper_masks, hides_a_masked_key, learns_weights,
+                                fails_on_shapes, float32_only, helper_masks, hides_a_masked_key,
+                                learns_weights, masking_shown,
                                 masks_of_another_shape, target_shift, works_in_layout, works_memory_first)
 from adapters.building import PROBE, Binding, build_error, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
                                  in_torch_style, plan_arguments, positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
 from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed, remembering_what_is_learned
+from adapters.names import normalize
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_convention, infer_convention
 from adapters.names import CANONICAL_CALLS
 from adapters.observe import without_batch_axis
@@ -141,15 +143,51 @@ def whole_masks(binding, module_name, roles, bindings, convention, problem):
         return problem
     if not in_torch_style(getattr(adapted, "arguments", None) or getattr(adapted, "forward_arguments", None) or []):
         return problem
-    before = binding.call
+    before = binding.call, binding.masks
     binding.call = plan_arguments(adapted.inner, CANONICAL_CALLS[binding.role], by_name=False)
     roles[binding.role] = module_builder(binding, bindings, convention)
-    if canonical_call_error(Implementation(module_name, roles), binding.role) is None:
+    if canonical_call_error(Implementation(module_name, roles), binding.role) is None \
+            or masks_of_another_shape(binding, module_name, roles, bindings, convention):
         binding.notes.append("(its masks whole, not in torch's two parts its parameter names suggest)")
         return None
-    binding.call = before
+    binding.call, binding.masks = before
     roles[binding.role] = module_builder(binding, bindings, convention)
     return problem
+
+
+def names_a_padding_mask(target):
+    """Whether the forward of ``target`` (a class or a function) has a parameter named for a padding mask
+    (``src_padding_mask``, ``tgt_key_padding_mask``): a call torch's convention plans in two parts."""
+    try:
+        parameters = inspect.signature(getattr(target, "forward", target)).parameters
+    except (TypeError, ValueError):
+        return False
+    return any("paddingmask" in normalize(name) for name in parameters)
+
+
+OTHER_POLARITY = {"keep": "blocked", "blocked": "keep"}
+
+
+def key_vectors_read_by_the_model(binding, module_name, roles, bindings, convention):
+    """A model given (batch, L) key-padding vectors makes its attention masks from them itself: what a 1 means in
+    them is its own convention, not its blocks'. Where the model hides less of what the masks hide (a padded source
+    token, a later target token) in the code's convention than in the other, it takes the other."""
+    base = base_convention(binding.masks or convention)
+    if not (binding.masks or "").endswith(KEY_VECTORS) or base not in OTHER_POLARITY:
+        return
+    shown = masking_shown(Implementation(module_name, roles))
+    if shown is None or shown == 2:
+        return
+    before = binding.masks
+    binding.masks = OTHER_POLARITY[base] + KEY_VECTORS
+    roles["model"] = module_builder(binding, bindings, convention)
+    if (masking_shown(Implementation(module_name, roles)) or 0) > shown:
+        binding.notes[:] = [n for n in binding.notes if not n.startswith("(masks: ")]
+        binding.notes.append(f"(masks: {describe_convention(binding.masks)}; read so because the model makes its "
+                             "attention masks from them itself, and hides more of what they hide so)")
+        return
+    binding.masks = before
+    roles["model"] = module_builder(binding, bindings, convention)
 
 
 def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), observed=None):
@@ -283,6 +321,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         else:
             binding.call, binding.masks = before
             roles[role] = module_builder(binding, bindings, convention)
+    if "model" in bindings and bindings["model"].works:
+        key_vectors_read_by_the_model(bindings["model"], module_name, roles, bindings, convention)
     stacks_masks = masks_of_encode_and_decode(bindings, roles, module_name)
     if stacks_masks:
         bindings["model"].masks = stacks_masks
@@ -340,8 +380,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                 helper.layout = None
                 roles["padding_mask"] = role_builder(helper, bindings, convention)
     helper = next((r for r in ("subsequent_mask", "padding_mask") if r in bindings), None)
+    inferred = infer_convention(bindings[helper].target, helper) if helper else None
     if helper and "convention" not in masks:  # the subsequent-mask helper's word first, else the padding helper's
-        inferred = infer_convention(bindings[helper].target, helper)
         if inferred and inferred != convention:
             return bind_roles(namespace, module_name, {**overrides, "masks": {**masks, "convention": inferred}},
                               modules, prefer, observed)
@@ -353,6 +393,13 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             other.notes.append("masks: read as True = blocked, the way the attention hides a masked key (no mask "
                                "helper says so)")
             return other
+    named = [role for role in MASKED if role in bindings and bindings[role].works
+             and names_a_padding_mask(bindings[role].target)]
+    if named and base_convention(convention) == "keep" and (
+            masks.get("convention") == "keep" or helper and inferred == "keep"
+            or hides_a_masked_key(Implementation(module_name, roles))):
+        for role in named:  # the code's own masks say True = may attend: a padding name is no sign of torch's
+            whole_masks(bindings[role], module_name, roles, bindings, convention, "torch's two parts")
     grafts = {}
     for binding in bindings.values():
         for source in binding.constructor.values():

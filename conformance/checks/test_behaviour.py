@@ -350,6 +350,16 @@ def lengths_apart_from_widths(case):
 
 
 def applied_dropouts(module, call):
+    """``[(path, p, input shape)]`` of every ``nn.Dropout`` inside ``module`` applied during ``call()``, but those of
+    rate 0 where another has a rate: a dropout switched off drops nothing (a sub-block's own, left at 0 while its
+    caller drops the sub-block's output at the rate), and whether §5.4's dropouts are where they belong is the
+    placement checks' question. Where none has a rate, the rate reached none of them: they are all listed."""
+    seen = every_applied_dropout(module, call)
+    dropping = [d for d in seen if d[1] > 0]
+    return dropping or seen
+
+
+def every_applied_dropout(module, call):
     """``[(path, p, input shape)]`` of every ``nn.Dropout`` inside ``module`` applied during ``call()``."""
     seen, hooks = [], []
     for path, m in module.named_modules():

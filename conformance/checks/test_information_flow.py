@@ -17,11 +17,23 @@ ROLE = "model"
 
 def own_output(case, module, inputs):
     """What the model's own forward returned for ``inputs``, (batch, target length, ...): its log-probabilities or
-    logits; else (a model whose forward is not called, or returns another layout) the decoder output."""
+    logits (probabilities as their logarithms); else (a model whose forward is not called, or returns another
+    layout) the decoder output."""
     with torch.no_grad():
         out = module(*inputs)
     raw = getattr(module, "raw_output", None)
-    return raw if isinstance(raw, torch.Tensor) and raw.shape[:2] == inputs[1].shape else out
+    return logarithm_of_probabilities(raw) if isinstance(raw, torch.Tensor) and raw.shape[:2] == inputs[1].shape \
+        else out
+
+
+def logarithm_of_probabilities(out):
+    """A forward ending in a softmax (the next-token probabilities of §3.4) compared as log-probabilities: a change
+    of a few per cent in probabilities near 1/V is below any absolute tolerance, and it is as large as a logit's
+    change. Anything else as it is."""
+    if not out.is_floating_point() or not out.numel() or out.min() < 0 or out.max() > 1 \
+            or not torch.allclose(out.sum(-1), torch.ones((), dtype=out.dtype, device=out.device), atol=1e-3):
+        return out
+    return out.clamp_min(torch.finfo(out.dtype).tiny).log()
 
 
 def unmasked_source_positions(src_mask, sample=0):
