@@ -75,6 +75,12 @@ class Discovery:
         return sum("does not work under the canonical call" in note for note in self.notes)
 
     @property
+    def embedding_token_ids(self):
+        """How many of the :attr:`unusable` roles fail because they embed token ids themselves (a stack that looks
+        its tokens up): no shape of the masks makes them work under the canonical call."""
+        return sum("does not work under the canonical call" in note and TAKES_TOKEN_IDS in note for note in self.notes)
+
+    @property
     def working(self):
         """How many roles were bound and work under the canonical call."""
         return len(self.bindings) - len(self.broken)
@@ -382,7 +388,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
     helper = next((r for r in ("subsequent_mask", "padding_mask") if r in bindings), None)
     inferred = infer_convention(bindings[helper].target, helper) if helper else None
     if helper and "convention" not in masks:  # the subsequent-mask helper's word first, else the padding helper's
-        if inferred and inferred != convention:
+        if inferred and inferred != base_convention(convention):  # (a shape of its masks stays as found)
             return bind_roles(namespace, module_name, {**overrides, "masks": {**masks, "convention": inferred}},
                               modules, prefer, observed)
     if helper is None and "convention" not in masks and "multi_head_attention" in bindings \
@@ -416,9 +422,9 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             grafts.setdefault(binding.role, []).append(f"the reference's {sub.role} standing in for {sub.name}")
     found = Discovery(roles, bindings, convention, notes, grafts,
                       {role for role, binding in bindings.items() if not binding.works}, unbuilt)
-    if found.unusable and not {"head_axis", "key_vectors"} & set(masks):  # masks of another shape?
+    if found.unusable > found.embedding_token_ids and not {"head_axis", "key_vectors"} & set(masks):
         told = {"convention": base_convention(convention)} if "convention" in masks else {}  # (else read again)
-        for shape in ("head_axis", "key_vectors"):
+        for shape in ("head_axis", "key_vectors"):  # masks of another shape?
             other = bind_roles(namespace, module_name, {**overrides, "masks": {
                 **masks, **told, shape: True}}, modules, prefer, observed)
             if other.working > found.working:
