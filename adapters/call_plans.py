@@ -8,6 +8,7 @@ inputs (:func:`argument_values`), in the code's tensor layout (:data:`SEQUENCE_F
 import ast
 import inspect
 import re
+import weakref
 
 import torch
 import torch.nn as nn
@@ -339,7 +340,17 @@ def setup_call(inner, role, taken):
 def setup_method(cls):
     """The method other than ``__init__`` and ``forward`` that sets state ``forward`` reads and ``__init__`` does
     not set (``init_keys(self, key): self.proj_key = ...``), or is named to (``init_keys(self, states)`` passing
-    them on to its sub-layers), or None."""
+    them on to its sub-layers), or None. Read once a class: every build of a block asks."""
+    if cls not in SETUP_METHODS:
+        SETUP_METHODS[cls] = setup_method_read(cls)
+    return SETUP_METHODS[cls]
+
+
+SETUP_METHODS = weakref.WeakKeyDictionary()
+
+
+def setup_method_read(cls):
+    """:func:`setup_method`, read from the source of the class."""
     made, read = self_attributes(cls.__init__), self_attributes(cls.forward, ast.Load)
     if made is None or read is None:
         return None
