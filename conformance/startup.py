@@ -5,13 +5,16 @@ import sys
 
 
 def imports_left_unrewritten():
-    """Keep pytest from rewriting the asserts of installed pytest plugins (hypothesis, pytest-xdist and whatever
-    else registers one): pytest marks every module of each distribution that registers a plugin, and where bytecode
-    is not cached (``PYTHONDONTWRITEBYTECODE``) parses and compiles each again at every start, about 0.6 s for
-    hypothesis alone. Their asserts are their own, never a check's (the checks raise their findings, and assert
-    nothing)."""
+    """Keep pytest from rewriting the asserts of installed pytest plugins (hypothesis, pytest-xdist, this project's
+    own packages and whatever else registers one): pytest marks every top-level package of each distribution that
+    registers a plugin, and where bytecode is not cached (``PYTHONDONTWRITEBYTECODE``) parses and compiles each
+    module again at every start, about 0.6 s for hypothesis alone and as much for the checker's adapters. Their
+    asserts are their own, never a check's (the checks raise their findings, and assert nothing)."""
     from importlib.metadata import entry_points
-    packages = {"hypothesis"} | {e.value.split(":")[0].split(".")[0] for e in entry_points(group="pytest11")}
+    packages = {"hypothesis"}
+    for plugin in entry_points(group="pytest11"):
+        packages.add(plugin.value.split(":")[0].split(".")[0])
+        packages.update((plugin.dist.read_text("top_level.txt") or "").split() if plugin.dist else ())
     for hook in sys.meta_path:
         marked = getattr(hook, "_must_rewrite", None)
         if isinstance(marked, set) and marked & packages:
