@@ -36,6 +36,25 @@ def test_a_subsequent_mask_wrong_in_no_named_way():
         "subsequent_mask.wrong"
 
 
+def test_masks_made_for_the_heads_scores_carry_a_head_axis_and_are_right():
+    """(1, 1, L, L) and (batch, 1, 1, L): the same masks with the head axis of the (batch, h, Lq, Lk) scores; a
+    mask of another rank still is a shape the helpers' callers cannot use."""
+    def with_head_axis(size):
+        return torch.tril(torch.ones(1, 1, size, size, dtype=torch.bool))
+
+    def padding_with_head_axis(tokens, pad_idx):
+        return (tokens != pad_idx)[:, None, None, :]
+
+    def padding_of_two_axes_too_many(tokens, pad_idx):
+        return (tokens != pad_idx)[:, None, None, None, :].expand(-1, 2, -1, -1, -1)
+    assert cause_of(test_masks.test_subsequent_mask_helper, "subsequent_mask", {"subsequent_mask": with_head_axis}) \
+        == "pass"
+    assert cause_of(test_masks.test_padding_mask_helper, "padding_mask",
+                    {"padding_mask": padding_with_head_axis}) == "pass"
+    assert cause_of(test_masks.test_padding_mask_helper, "padding_mask",
+                    {"padding_mask": padding_of_two_axes_too_many}) == "padding_mask.shape"
+
+
 # -- the positional encoding -----------------------------------------------------------------------------------
 def angles(max_len, d_model, exponent=lambda two_i, d: two_i / d, base=10000.0, start=0):
     """pos / base^exponent(2i, d_model) for every position and every column pair, ``(max_len, d_model / 2)``."""

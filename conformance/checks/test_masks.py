@@ -346,6 +346,10 @@ def as_boolean(result, role):
 
 
 def broadcast(mask, shape, role, requirement):
+    """``mask`` expanded to ``shape``; a head axis of size 1 after the batch's, which a mask made for the (batch, h,
+    Lq, Lk) scores carries (``(1, 1, L, L)``, ``(batch, 1, 1, L)``), is the same mask and is dropped first."""
+    while mask.dim() > len(shape) and mask.size(1) == 1:
+        mask = mask.squeeze(1)
     try:
         if mask.dim() > len(shape):
             raise RuntimeError("too many dimensions")
