@@ -232,28 +232,72 @@ def hides_a_masked_key(impl, role="multi_head_attention"):
 
 
 
+
 def masking_shown(impl):
     """What the model of ``impl`` (with its call's mask convention) hides of what the canonical masks hide
     (§3.2.3): how many of a padded source token and a later target token leave its outputs (at the earlier target
-    positions) unchanged when they change, 0 to 2; None when it cannot be called so."""
+    positions) unchanged when they change, 0 to 2, and 0 where its outputs do not follow a real token of each side
+    either (a reading that hides everything); None when it cannot be called so."""
     torch.manual_seed(0)
-    src, tgt = torch.randint(1, PROBE.src_vocab, (2, 5)), torch.randint(1, PROBE.tgt_vocab, (2, 4))
-    other_src, later = src.clone(), tgt.clone()
-    other_src[:, -1] = src[:, -1] % (PROBE.src_vocab - 1) + 1
-    later[:, -1] = tgt[:, -1] % (PROBE.tgt_vocab - 1) + 1
+    vocab = min(PROBE.src_vocab, PROBE.tgt_vocab)  # (a model of one vocabulary takes no more)
+    src, tgt = torch.randint(1, vocab, (2, 5)), torch.randint(1, vocab, (2, 4))
     src_mask = torch.ones(2, 1, 5, dtype=torch.bool)
     src_mask[:, :, -1] = False
     tgt_mask = torch.tril(torch.ones(1, 4, 4, dtype=torch.bool)).expand(2, -1, -1)
+    calls = [(src, tgt), (other_token_at(src, -1, vocab), tgt), (src, other_token_at(tgt, -1, vocab)),
+             (other_token_at(src, 0, vocab), tgt), (src, other_token_at(tgt, 0, vocab))]
+    outputs = outputs_of(impl, "model", [(s, t, src_mask, tgt_mask) for s, t in calls])
+    if outputs is None:
+        return None
+    before, padded, future, real_source, real_target = outputs
+    if torch.allclose(before, real_source, atol=1e-5) or torch.allclose(before, real_target, atol=1e-5):
+        return 0
+    return (int(torch.allclose(before, padded, atol=1e-5))
+            + int(torch.allclose(before[:, :-1], future[:, :-1], atol=1e-5)))
+
+
+def hides_padded_keys(impl, role):
+    """Whether ``role`` of ``impl`` (a block called with a padding mask: an attention, a layer, a stack) leaves its
+    outputs unchanged when a key its canonical padding mask hides changes, while a key it leaves visible changes
+    them (§3.2.3): 1 or 0; None when it cannot be called so. A model: :func:`masking_shown`."""
+    if role == "model":
+        return masking_shown(impl)
+    torch.manual_seed(0)
+    x, memory = torch.randn(2, 4, PROBE.d_model), torch.randn(2, 5, PROBE.d_model)
+    src_mask = torch.ones(2, 1, 5, dtype=torch.bool)
+    src_mask[:, :, -1] = False
+    tgt_mask = torch.tril(torch.ones(1, 4, 4, dtype=torch.bool)).expand(2, -1, -1)
+    changed = [memory.clone(), memory.clone()]
+    changed[0][:, -1] += 3 * torch.randn(2, PROBE.d_model)
+    changed[1][:, 0] += 3 * torch.randn(2, PROBE.d_model)
+    inputs = {"multi_head_attention": lambda m: (x, m, m, src_mask), "encoder_layer": lambda m: (m, src_mask),
+              "encoder": lambda m: (m, src_mask), "decoder_layer": lambda m: (x, m, src_mask, tgt_mask),
+              "decoder": lambda m: (x, m, src_mask, tgt_mask)}.get(role)
+    outputs = None if inputs is None else outputs_of(impl, role, [inputs(m) for m in [memory, *changed]])
+    if outputs is None:
+        return None
+    before, padded, real = (out[:, :-1] if role in ("encoder_layer", "encoder") else out for out in outputs)
+    return int(torch.allclose(before, padded, atol=1e-5) and not torch.allclose(before, real, atol=1e-5))
+
+
+def other_token_at(tokens, position, vocab):
+    """``tokens`` with another token id in [1, vocab) at ``position`` of every sample."""
+    changed = tokens.clone()
+    changed[:, position] = tokens[:, position] % (vocab - 1) + 1
+    return changed
+
+
+def outputs_of(impl, role, calls):
+    """The outputs of ``role`` built on the probe configuration (eval mode) for each argument tuple of ``calls``:
+    tensors of one shape, all finite; else None."""
     try:
         with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
-            model = impl.build("model", PROBE).eval()
-            outputs = [model(s, t, src_mask, tgt_mask) for s, t in ((src, tgt), (other_src, tgt), (src, later))]
+            block = impl.build(role, PROBE).eval()
+            outputs = [block(*arguments) for arguments in calls]
     except Exception:  # noqa: BLE001 - the author's code under a call it may not take: no reading
         return None
     outputs = [out[0] if isinstance(out, (tuple, list)) else out for out in outputs]
     if not all(isinstance(out, torch.Tensor) and out.shape == outputs[0].shape and out.isfinite().all()
                for out in outputs) or outputs[0].dim() < 2:
         return None
-    before, padded, future = outputs
-    return (int(torch.allclose(before, padded, atol=1e-5))
-            + int(torch.allclose(before[:, :-1], future[:, :-1], atol=1e-5)))
+    return outputs

@@ -32,7 +32,7 @@ from adapters.assembly import (METHOD_ROLES, assembled_together, calls_as_the_mo
                                parts_in_built_blocks)
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, canonical_call_error, embeds_token_ids,
                                 fails_on_shapes, float32_only, helper_masks, hides_a_masked_key,
-                                learns_weights, masking_shown,
+                                hides_padded_keys, learns_weights, masking_shown,
                                 masks_of_another_shape, target_shift, works_in_layout, works_memory_first)
 from adapters.building import PROBE, Binding, build_error, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
@@ -169,6 +169,21 @@ def names_a_padding_mask(target):
     except (TypeError, ValueError):
         return False
     return any("paddingmask" in normalize(name) for name in parameters)
+
+
+def masks_named_for_padding(binding, module_name, roles, bindings, convention, keep_said):
+    """A block whose parameters are named for padding masks (planned in torch's two parts, True = blocked) takes
+    them whole in the code's convention where the code's own masks say True = may attend (``keep_said``: its mask
+    helper, its attention), or where it hides more of what the masks hide so than in torch's two parts (§3.2.3:
+    its behaviour, where nothing else tells how its author's masks read)."""
+    hidden = None if keep_said else hides_padded_keys(Implementation(module_name, roles), binding.role)
+    before = binding.call, binding.masks, list(binding.notes)
+    if whole_masks(binding, module_name, roles, bindings, convention, "torch's two parts") is not None or keep_said:
+        return
+    if (hides_padded_keys(Implementation(module_name, roles), binding.role) or 0) > (hidden or 0):
+        return
+    binding.call, binding.masks, binding.notes[:] = before
+    roles[binding.role] = module_builder(binding, bindings, convention)
 
 
 OTHER_POLARITY = {"keep": "blocked", "blocked": "keep"}
@@ -401,11 +416,11 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             return other
     named = [role for role in MASKED if role in bindings and bindings[role].works
              and names_a_padding_mask(bindings[role].target)]
-    if named and base_convention(convention) == "keep" and (
-            masks.get("convention") == "keep" or helper and inferred == "keep"
-            or hides_a_masked_key(Implementation(module_name, roles))):
-        for role in named:  # the code's own masks say True = may attend: a padding name is no sign of torch's
-            whole_masks(bindings[role], module_name, roles, bindings, convention, "torch's two parts")
+    keep_said = bool(named) and base_convention(convention) == "keep" and (
+        masks.get("convention") == "keep" or helper and inferred == "keep"
+        or hides_a_masked_key(Implementation(module_name, roles)))
+    for role in named:
+        masks_named_for_padding(bindings[role], module_name, roles, bindings, convention, keep_said)
     grafts = {}
     for binding in bindings.values():
         for source in binding.constructor.values():

@@ -22,7 +22,7 @@ from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, arg
                                  returns_table, setup_call, stacked)
 from adapters.construction import causal_flag, constructed_with, hyperparameters_fed
 from adapters.lint import self_attributes
-from adapters.masks import FULL_SHAPE, from_convention, full_masks
+from adapters.masks import FULL_SHAPE, KEY_VECTORS, from_convention, full_masks
 from adapters.names import CANONICAL_CALLS, normalize
 from conformance.contract.harness import PAD
 from conformance.contract.interface import FUNCTION_ROLES, Config
@@ -48,7 +48,7 @@ class Adapted(Transparent):
         self.tokens_for_positions, self.adds_table = tokens_for_positions, adds_table
         """A positional encoding called with token ids (only their shape counts) instead of the embeddings."""
         self.setup, self.setup_arguments = setup_call(inner, role, {c for _, c in self.arguments})
-        self.given = None
+        self.given, self.masks_cut = None, False
         owned = owned_sub_layer(inner) if role == "sublayer_connection" and "sublayer" not in {
             c for _, c in self.arguments} else None
         if owned is not None:  # (the wrapper owns its sub-layer: the one the canonical call gives takes its place)
@@ -69,6 +69,10 @@ class Adapted(Transparent):
         if self.setup:  # state the forward reads, set first as the author's own code does (init_keys(key))
             getattr(self.inner, self.setup)(**argument_values(self.setup_arguments, named, self.convention))
         given = dict(named, x=positions_of(named["x"])) if self.tokens_for_positions else named
+        # whether the call's masks hide keys from some queries only (a causal triangle): key vectors cannot say it
+        self.masks_cut = (self.convention or "").endswith(KEY_VECTORS) and any(
+            name.endswith("mask") and isinstance(m, torch.Tensor) and m.dim() == 3
+            and not torch.equal(m, m.any(-2, keepdim=True).expand_as(m)) for name, m in named.items())
         out = first_tensor(self.inner(**adapt_arguments(self.arguments, given, self.convention)))
         if self.role == "positional_encoding" and returns_table(out, named["x"], self.adds_table):
             out = named["x"] + out  # the (length, d_model) table alone: its caller adds it, as the author's does
@@ -152,9 +156,11 @@ class AdaptedModel(Transparent):
         self.forward_arguments = (forward_plan if {c for _, c in forward_plan} >= {"src", "tgt"} or not methods
                                   else None)
         torch_style = in_torch_style(forward_plan)  # encode and decode take their masks as forward does
-        self.encode_arguments = plan_arguments(inner.encode, ["src", "src_mask"], torch_style) if methods else None
-        self.decode_arguments = (plan_arguments(inner.decode, ["memory", "src_mask", "tgt", "tgt_mask"], torch_style)
+        by_name = not forward_plan  # (whole, where forward takes them whole whatever its names say)
+        self.encode_arguments = (plan_arguments(inner.encode, ["src", "src_mask"], torch_style, by_name)
                                  if methods else None)
+        self.decode_arguments = (plan_arguments(inner.decode, ["memory", "src_mask", "tgt", "tgt_mask"], torch_style,
+                                                by_name) if methods else None)
 
     @property
     def masks_from_tokens(self):

@@ -161,6 +161,39 @@ def hide_later(length):
     return torch.ones(length, length, dtype=torch.bool).triu(1).unsqueeze(0).unsqueeze(0)
 '''
 
+KEY_PADDING_VECTORS = BLOCKS + '''
+
+    def forward(self, src, tgt, src_padding_mask, tgt_padding_mask):
+        """The padding as (batch, L) vectors, True = a real token (a tokenizer's attention mask)."""
+        return self.project(self.decode(self.encode(src, src_padding_mask), src_padding_mask, tgt, tgt_padding_mask))
+
+
+class Heads(nn.Module):
+    """Multi-head attention taking (batch, Lk) key vectors, True = a real token; causal when built so."""
+
+    def __init__(self, d_model, heads, causal=False):
+        super().__init__()
+        self.heads, self.width, self.causal = heads, d_model // heads, causal
+        self.wq, self.wk, self.wv, self.wo = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, q, k, v, key_padding_mask=None):
+        b, lq, lk = q.size(0), q.size(1), k.size(1)
+        q, k, v = (w(t).view(b, -1, self.heads, self.width).transpose(1, 2)
+                   for w, t in ((self.wq, q), (self.wk, k), (self.wv, v)))
+        allowed = torch.ones(lq, lk, dtype=torch.bool, device=q.device)
+        allowed = allowed.tril() if self.causal else allowed
+        if key_padding_mask is not None:
+            allowed = allowed & key_padding_mask[:, None, None, :]
+        scores = (q @ k.transpose(-1, -2) / math.sqrt(self.width)).masked_fill(~allowed, -1e9)
+        return self.wo((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, lq, -1))
+
+
+class DecoderBlock(DecoderBlock):
+    def __init__(self, d_model, heads, d_ff, dropout=0.1):
+        super().__init__(d_model, heads, d_ff, dropout)
+        self.attend = Heads(d_model, heads, causal=True)
+'''
+
 
 def blamed(records):
     return {key: (r["cause"], r["message"][:200]) for key, r in records.items() if r["verdict"] in ("fail", "error")}
@@ -173,7 +206,8 @@ def named(records):
 MODEL_CHECKS = "model and (masked or future or padding or positions or gradient or deterministic or batch)"
 
 
-@pytest.mark.parametrize("source", [WHOLE_KEEP_MASKS, KEY_VECTORS_OF_ITS_OWN], ids=["padding_named", "key_vectors"])
+@pytest.mark.parametrize("source", [WHOLE_KEEP_MASKS, KEY_VECTORS_OF_ITS_OWN, KEY_PADDING_VECTORS],
+                         ids=["padding_named", "key_vectors", "key_padding_vectors"])
 def test_a_models_own_mask_convention_is_read_and_blamed_for_nothing(tmp_path, source):
     """Called with masks as its code makes them, each model hides padded keys and later target tokens."""
     code, output, report, records = run_on_source(tmp_path, "translator.py", source, "-k", MODEL_CHECKS)
@@ -183,6 +217,15 @@ def test_a_models_own_mask_convention_is_read_and_blamed_for_nothing(tmp_path, s
     assert records[("model", "future_positions_do_not_change_earlier_outputs")]["verdict"] == "pass"
     model = next(note for note in report["notes"] if note.startswith("model: Translator"))
     assert ("attention masks from them itself" if source is KEY_VECTORS_OF_ITS_OWN else "its masks whole") in model
+
+
+def test_an_attention_taking_key_vectors_is_not_blamed_for_a_triangle_they_cannot_say(tmp_path):
+    """Its decoder builds it causal; the checker, given no switch to build it so, cannot hide the future through
+    (batch, Lk) vectors: missing, not a fail."""
+    code, output, report, records = run_on_source(tmp_path, "translator.py", KEY_PADDING_VECTORS, "-k",
+                                                  "multi_head_attention and future_positions")
+    record = records[("multi_head_attention", "future_positions_do_not_change_earlier_outputs")]
+    assert (record["verdict"], record["cause"]) == ("missing", "adapter.mask_not_expressible_as_key_vectors"), record
 
 
 @pytest.mark.parametrize("source, planted, cause", [

@@ -254,6 +254,11 @@ def require_mask_parameter(module, component, requirement, observed, mask=None):
     """A leak from a forward that has no parameter for ``mask`` (the canonical mask the check gives; any mask when
     None) is named so."""
     missing, signature = inputs_not_accepted(module)
+    if component in ("attention", "multi_head_attention") and getattr(module, "masks_cut", False):
+        raise Missing("adapter.mask_not_expressible_as_key_vectors", requirement,
+                      f"{observed}: the block takes its masks as (batch, Lk) key-padding vectors, which cannot hide "
+                      "keys from some queries only (the causal triangle), and has no causal switch the checker "
+                      "could turn on")
     masks = [c for c in missing if c.endswith("mask") and mask in (None, c)]
     grafts = sorted({type(m).__name__ for m in module.modules() if is_graft(m)}) if masks == ["tgt_mask"] else []
     if grafts:  # (the author's own block, which the reference's stands in for, may mask the future by construction)

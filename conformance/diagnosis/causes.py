@@ -141,6 +141,9 @@ CATALOGUE = (
       "that block did not get so far: the checker cannot set it"),
     E("adapter.pad_idx_not_taken", "§3.2.3", "the padding-mask helper takes no pad index, so the checker's pad index "
       "has no effect on it"),
+    E("adapter.mask_not_expressible_as_key_vectors", "§3.2.3", "an attention takes its mask as (batch, Lk) "
+      "key-padding vectors and has no causal switch, and the check's mask hides keys from some queries only (a causal "
+      "triangle): the code hides those otherwise, where the checker cannot see"),
     E("adapter.padding_not_expressible_as_lengths", "§3.2.3", "the model takes padding as sequence lengths, which "
       "cannot express the padding this check needs (padding inside a sequence)"),
     E("adapter.mask_parameter_not_fed", "§3.2.3", "the block leaks, and has mask parameters to which the checker "
