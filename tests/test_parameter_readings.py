@@ -228,3 +228,25 @@ def test_a_tied_embedding_at_the_authors_own_sizes_is_no_shared_layer():
     cfg = Config(d_model=6, h=3, d_ff=12, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=11, max_len=12)
     drawn = dict(cfg=cfg, batch=2, src_len=3, tgt_len=4, dtype=torch.float64, seed=0)
     test_layers_do_not_share_weights.hypothesis.inner_test(impl, "cpu", "model", drawn)
+
+
+class RawHeads(nn.Module):
+    """Multi-head attention whose W^Q, W^K, W^V are (h, d_model, d_k) parameters of its own, used through einsum,
+    with ``biased`` vectors beside them or none; W^O a bias-free nn.Linear."""
+
+    def __init__(self, d_model, h, biased=False):
+        super().__init__()
+        self.q, self.k, self.v = (nn.Parameter(torch.randn(h, d_model, d_model // h)) for _ in range(3))
+        self.biases = nn.Parameter(torch.zeros(3, d_model)) if biased else None
+        self.o = nn.Linear(d_model, d_model, bias=False)
+
+
+def test_projections_held_as_raw_parameters_are_read_as_projections_without_bias():
+    """§3.2.2: W_i^Q, W_i^K, W_i^V as (h, d_model, d_k) parameters are three d_model x d_model projections; with no
+    bias beside them they conform (4 x d_model fewer than the closed form, the bias-free W^O included), whatever
+    else could add up to 4 x d_model (two LayerNorms); with biases beside them only W^O's is missing."""
+    for cfg in (Config(d_model=12, h=3, d_ff=24, tgt_vocab=12), Config(d_model=12, h=3, d_ff=24, tgt_vocab=7)):
+        assert read(RawHeads(12, 3), cfg, "multi_head_attention") == (
+            [], [("projections_without_bias", -12, 4)]), cfg  # (a vocabulary as wide as d_model: W^O still W^O)
+        assert read(RawHeads(12, 3, biased=True), cfg, "multi_head_attention") == (
+            [], [("projections_without_bias", -12, 1)]), cfg

@@ -205,7 +205,8 @@ def confirmations(combo, m, cfg, contract, component):
             finals = outside_norms(m, cfg) if contract == "paper" else None  # practice counts its final norms
             verdicts.append(scalar(norms) - scalar(finals or []) == t if norms else None)
         elif cause == "projections_without_bias":
-            verdicts.append(bias_free_projections(m, cfg) == t if projection_maps(m, cfg) else None)
+            verdicts.append(bias_free_projections(m, cfg) == t if projection_maps(m, cfg) or raw_projections(m, cfg)
+                            else None)
         elif cause == "untied_embeddings":
             verdicts.append(untied_matrices(m, cfg) == times[cause])
         elif cause == "generator_outside_model":
@@ -225,7 +226,8 @@ def projection_maps(m, cfg):
     feed-forward network's first map (one whose width a map beside it takes back to d_model), nor the pre-softmax
     map to a vocabulary that happens to be 2 or 3 d_model words."""
     d, found = cfg.d_model, []
-    vocabulary_maps = {id(l) for l in output_projections(m, d, {cfg.tgt_vocab})}
+    vocabulary_maps = {id(l) for l in output_projections(m, d, {cfg.tgt_vocab})} if cfg.tgt_vocab != d else set()
+    # (a vocabulary as large as d_model: a d_model x d_model map is read as a projection, an attention's W^O)
     for block in m.modules():
         linears = [c for c in block.children() if isinstance(c, torch.nn.Linear) and id(c) not in vocabulary_maps]
         found += [l for l in linears if l.in_features == d and (l.out_features in (d, cfg.d_k) or l.out_features in (
@@ -235,9 +237,31 @@ def projection_maps(m, cfg):
 
 def bias_free_projections(m, cfg):
     """How many d_model-wide projections the bias-free :func:`projection_maps` hold (a fused one counts each; the
-    h maps of one head each, d_model x d_k, count as one); None when the widths do not add up to whole ones."""
+    h maps of one head each, d_model x d_k, count as one), and the :func:`raw_projections` without a bias beside
+    them; None when the widths do not add up to whole ones."""
     width = sum(l.out_features for l in projection_maps(m, cfg) if l.bias is None)
-    return width // cfg.d_model if width % cfg.d_model == 0 else None
+    raw = sum(max(0, weights - biases) for weights, biases in raw_projections(m, cfg))
+    return width // cfg.d_model + raw if width % cfg.d_model == 0 else None
+
+
+def raw_projections(m, cfg):
+    """``[(projections, biases)]`` of each module holding projections as parameters of its own rather than in
+    ``nn.Linear`` maps (``W_q = nn.Parameter((h, d_model, d_k))``, used through einsum or matmul): how many
+    d_model x d_model matrices its parameters shaped by d_model, h and d_k only make (3 for a fused one), and how
+    many d_model-wide vectors beside them could be their biases."""
+    d, found, seen = cfg.d_model, [], set()
+    sizes = {d, cfg.h, cfg.d_k}
+    for block in m.modules():
+        if isinstance(block, (torch.nn.Linear, torch.nn.Embedding, torch.nn.LayerNorm)):
+            continue
+        own = [p for p in block.parameters(recurse=False) if id(p) not in seen]  # (a wrapper may show its block's)
+        seen.update(id(p) for p in own)
+        weights = sum(p.numel() // (d * d) for p in own if p.dim() >= 2 and set(p.shape) <= sizes | {3}
+                      and p.numel() in (d * d, 3 * d * d))
+        if weights:
+            found.append((weights, sum(p.numel() // d for p in own if p.numel() in (d, 3 * d)
+                                       and set(p.shape) <= sizes | {3})))
+    return found
 
 
 def vocabulary_matrices(m, cfg):
