@@ -3,10 +3,12 @@ that names padding masks yet takes whole masks True = may attend, as the code's 
 (batch, L) key-padding vectors of its own polarity while its blocks take True = blocked; and what else such models
 show: a sub-block's dropout left at rate 0 while its caller drops its output at the rate (§5.4), and a forward that
 returns probabilities rather than logits (§3.4). Each is blamed for nothing, and a bug planted in it is named."""
+import types
+
 import pytest
 import torch
 
-from conformance.checks.test_information_flow import own_output
+from conformance.checks.test_information_flow import order_ignored, own_output
 
 from tests.suite import run_on_source
 
@@ -308,3 +310,14 @@ def test_probabilities_near_one_over_v_differ_as_their_logarithms_do():
     assert torch.allclose(near[0], torch.log_softmax(logits, -1), atol=1e-5)
     for given in (logits, torch.log_softmax(logits, -1)):
         assert own_output(None, Returns(given), (None, tgt)) is given
+
+
+def test_a_swap_smaller_than_a_token_change_is_not_order_ignored():
+    """§3.5: at a small initial scale the swap of two source tokens changes the outputs by less than the tolerance
+    yet by a sixth of what a token changes: order reaches the encoder. Without positions a swap changes them by
+    rounding alone."""
+    case = types.SimpleNamespace(dtype=torch.float32)  # (the tolerance is all a comparison reads of a case)
+    before = torch.zeros(3, 7)
+    assert not order_ignored(before, before + 5e-5, before + 3e-4, case)
+    assert order_ignored(before, before + 1e-8, before + 3e-4, case)
+    assert not order_ignored(before, before, before + 1e-6, case)  # (a token change that shows nothing: no reading)

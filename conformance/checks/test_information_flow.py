@@ -147,6 +147,16 @@ def test_positions_reach_the_decoder(impl, device, component, drawn):
                           "'largest difference from position 0:', (out - out[:, :1]).abs().max().item()"))
 
 
+def order_ignored(before, swapped, changed, case):
+    """Whether the outputs ignore the order of the source: those after two tokens swap places are those before
+    (within the tolerance, and by less than a thousandth of what changing a token does: without positions they
+    differ by rounding alone, while weights at a small initial scale make any change small), and those after a
+    token changes are not."""
+    swap, change = (swapped - before).abs().max(), (changed - before).abs().max()
+    return difference(swapped, before, case) is None and difference(changed, before, case) is not None \
+        and bool(swap <= 1e-3 * change)
+
+
 @pytest.mark.parametrize("component", [ROLE])
 @given(drawn=strategies.settings())
 def test_positions_reach_the_encoder(impl, device, component, drawn):
@@ -165,8 +175,7 @@ def test_positions_reach_the_encoder(impl, device, component, drawn):
     changed[0, first] = other_token(int(src[0, second]), case.cfg.src_vocab)
     before = own_output(case, m, (src, tgt, src_mask, tgt_mask))
     after = own_output(case, m, (swapped, tgt, src_mask, tgt_mask))
-    if difference(after[0], before[0], case) is None \
-            and difference(own_output(case, m, (changed, tgt, src_mask, tgt_mask))[0], before[0], case) is not None:
+    if order_ignored(before[0], after[0], own_output(case, m, (changed, tgt, src_mask, tgt_mask))[0], case):
         raise Failure(f"{component}.source_positions_missing", "positional encodings added to the source "
                       "embeddings (§3.5), so that the order of the source tokens matters",
                       f"identical outputs when source tokens {first} and {second} of sample 0 swap places (while "
