@@ -10,7 +10,7 @@ from conformance.contract.interface import Config
 from conformance.reports import markdown
 from conformance.checks.test_norm_order import final_norm_deviation
 from conformance.checks.test_parameters import (best_reading, closed_form, describe, explain_variants, known_variants,
-                                         output_projections, projection_maps)
+                                         output_projections, projection_maps, raw_projections)
 from reference import transformer as ref
 from tests import mutants as catalogue
 from tests.mutation_score import family_checks, run_suite
@@ -250,3 +250,13 @@ def test_projections_held_as_raw_parameters_are_read_as_projections_without_bias
             [], [("projections_without_bias", -12, 4)]), cfg  # (a vocabulary as wide as d_model: W^O still W^O)
         assert read(RawHeads(12, 3, biased=True), cfg, "multi_head_attention") == (
             [], [("projections_without_bias", -12, 1)]), cfg
+
+
+def test_tables_of_positions_are_no_raw_projections():
+    """§3.5: a frozen sinusoid table and a learned table of positions, as long as d_model is wide (max_len 12,
+    d_model 12), held beside raw projections, are not counted among them."""
+    holder = nn.Module()
+    holder.heads = RawHeads(12, 3)
+    holder.sinusoids = nn.Parameter(torch.zeros(12, 12), requires_grad=False)
+    holder.pos_table = nn.Parameter(torch.zeros(12, 12))
+    assert raw_projections(holder, Config(d_model=12, h=3, d_ff=24, max_len=12)) == [(3, 0)]

@@ -254,7 +254,9 @@ def raw_projections(m, cfg):
     for block in m.modules():
         if isinstance(block, (torch.nn.Linear, torch.nn.Embedding, torch.nn.LayerNorm)):
             continue
-        own = [p for p in block.parameters(recurse=False) if id(p) not in seen]  # (a wrapper may show its block's)
+        own = [p for name, p in block.named_parameters(recurse=False) if id(p) not in seen and p.requires_grad
+               and "pos" not in name.lower()]  # (a table of positions is no projection, §3.5; a wrapper may
+        # show its block's parameters)
         seen.update(id(p) for p in own)
         weights = sum(p.numel() // (d * d) for p in own if p.dim() >= 2 and set(p.shape) <= sizes | {3}
                       and p.numel() in (d * d, 3 * d * d))
