@@ -340,10 +340,13 @@ def setup_call(inner, role, taken):
 def setup_method(cls):
     """The method other than ``__init__`` and ``forward`` that sets state ``forward`` reads and ``__init__`` does
     not set (``init_keys(self, key): self.proj_key = ...``), or is named to (``init_keys(self, states)`` passing
-    them on to its sub-layers), or None. Read once a class: every build of a block asks."""
-    if cls not in SETUP_METHODS:
-        SETUP_METHODS[cls] = setup_method_read(cls)
-    return SETUP_METHODS[cls]
+    them on to its sub-layers), or None. Read once a class and the code of its ``__init__`` and ``forward``: every
+    build of a block asks, and a check or an observation may have wrapped either for a while."""
+    code = tuple(getattr(getattr(cls, name, None), "__code__", None) for name in ("__init__", "forward"))
+    read = SETUP_METHODS.setdefault(cls, {})
+    if code not in read:
+        read[code] = setup_method_read(cls)
+    return read[code]
 
 
 SETUP_METHODS = weakref.WeakKeyDictionary()

@@ -2,7 +2,10 @@
 canonical mask its words name, whatever the author's vocabulary for it."""
 import inspect
 
-from adapters.call_plans import call_plan
+import torch.nn as nn
+
+from adapters.call_plans import call_plan, setup_method
+from adapters.construction import constructed_with
 
 DECODER = ["x", "memory", "src_mask", "tgt_mask"]
 
@@ -94,3 +97,29 @@ def test_a_decoders_two_sequences_told_by_the_side_their_names_say():
     assert plan(stream_first) == ["x", "memory", "tgt_mask", "src_mask"]
     assert plan(inputs) == ["x", "memory", "tgt_mask", "src_mask"]
     assert plan(encoder_layer, ["x", "src_mask"]) == ["x", "src_mask"]
+
+
+class KeysSetFirst(nn.Module):
+    """Attention whose keys are set by ``init_keys`` before ``forward`` reads them; ``reshape`` sets what
+    ``__init__`` sets too."""
+
+    def __init__(self, width, causal=False):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+
+    def reshape(self, width):
+        self.proj = nn.Linear(width, width)
+
+    def init_keys(self, key):
+        self.key_heads = self.proj(key)
+
+    def forward(self, query):
+        return self.proj(query) @ self.key_heads.transpose(-1, -2)
+
+
+def test_a_set_up_method_is_read_from_the_class_as_written_whatever_wraps_it_for_a_while():
+    """Read while a check or an observation wraps ``__init__`` (the wrapper sets nothing itself), the reading is
+    not the one kept for the class as written: ``init_keys``, not ``reshape``."""
+    with constructed_with(KeysSetFirst, "causal", True):
+        setup_method(KeysSetFirst)
+    assert setup_method(KeysSetFirst) == "init_keys"
