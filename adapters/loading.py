@@ -76,8 +76,8 @@ class LoadedCode:
                                                               if base.is_relative_to(Path(r))])
         for name, module in list(sys.modules.items()):
             filename = getattr(module, "__file__", None)
-            if not isinstance(filename, str) or _installed(filename):
-                continue
+            if not isinstance(filename, str) or _installed(filename) or name.startswith(SUBMISSION_PREFIX):
+                continue  # (a module the loader named is another load's submission, one beside this one)
             resolved = os.path.realpath(filename)
             if resolved.startswith(folders) and not resolved.startswith(CHECKER_PACKAGES):
                 own.add(name)
@@ -336,8 +336,12 @@ def _annotation_names(definition: ast.stmt) -> set[str]:
     return {n.id for a in annotations for n in ast.walk(a) if isinstance(n, ast.Name)}
 
 
+SUBMISSION_PREFIX = "submission_"
+"""The start of the name of every module the loader loads a file under (:func:`_module_name`)."""
+
+
 def _module_name(path: str) -> str:
-    return f"submission_{hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:10]}_{next(_SERIAL)}"
+    return f"{SUBMISSION_PREFIX}{hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:10]}_{next(_SERIAL)}"
 
 
 def _run_cells(result: LoadedCode, cell_timeout: float, total_timeout: float) -> None:

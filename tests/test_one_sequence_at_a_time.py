@@ -3,7 +3,9 @@ of the canonical batch at a time (``adapters.call_plans.UNBATCHED``); old classe
 ones the code uses (``adapters.candidates.without_dead_code``); and the model role, which no embedding block plays
 (``adapters.candidates.takes_two_sequences``)."""
 import math
+import os
 import shutil
+import sys
 import textwrap
 from pathlib import Path
 
@@ -76,6 +78,14 @@ def test_code_trained_one_sentence_at_a_time_is_bound_so_and_a_planted_scale_is_
 
 
 def namespace_of(path):
+    """What discovery reads of the code at ``path``, loaded as the plugin loads it in a process of its own: the
+    modules other tests of this process loaded from beside it (another study's), or under the names of its own
+    (another project's ``model``), are let go first."""
+    own = {p.stem for p in Path(path).rglob("*.py")} | {p.name for p in Path(path).rglob("*") if p.is_dir()}
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(Path(path).parent) + os.sep) \
+                or name.split(".")[0] in own:
+            del sys.modules[name]
     loaded = load_code(path)
     modules = loaded.project_modules()
     return loaded.namespace(modules), loaded.module.__name__, None, modules
