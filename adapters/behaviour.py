@@ -231,8 +231,6 @@ def hides_a_masked_key(impl, role="multi_head_attention"):
     return bool(torch.allclose(before, after, atol=1e-5))
 
 
-
-
 def masking_shown(impl):
     """What the model of ``impl`` (with its call's mask convention) hides of what the canonical masks hide
     (§3.2.3): how many of a padded source token and a later target token leave its outputs (at the earlier target
@@ -241,9 +239,7 @@ def masking_shown(impl):
     torch.manual_seed(0)
     vocab = min(PROBE.src_vocab, PROBE.tgt_vocab)  # (a model of one vocabulary takes no more)
     src, tgt = torch.randint(1, vocab, (2, 5)), torch.randint(1, vocab, (2, 4))
-    src_mask = torch.ones(2, 1, 5, dtype=torch.bool)
-    src_mask[:, :, -1] = False
-    tgt_mask = torch.tril(torch.ones(1, 4, 4, dtype=torch.bool)).expand(2, -1, -1)
+    src_mask, tgt_mask = probe_masks()
     calls = [(src, tgt), (other_token_at(src, -1, vocab), tgt), (src, other_token_at(tgt, -1, vocab)),
              (other_token_at(src, 0, vocab), tgt), (src, other_token_at(tgt, 0, vocab))]
     outputs = outputs_of(impl, "model", [(s, t, src_mask, tgt_mask) for s, t in calls])
@@ -264,9 +260,7 @@ def hides_padded_keys(impl, role):
         return masking_shown(impl)
     torch.manual_seed(0)
     x, memory = torch.randn(2, 4, PROBE.d_model), torch.randn(2, 5, PROBE.d_model)
-    src_mask = torch.ones(2, 1, 5, dtype=torch.bool)
-    src_mask[:, :, -1] = False
-    tgt_mask = torch.tril(torch.ones(1, 4, 4, dtype=torch.bool)).expand(2, -1, -1)
+    src_mask, tgt_mask = probe_masks()
     changed = [memory.clone(), memory.clone()]
     changed[0][:, -1] += 3 * torch.randn(2, PROBE.d_model)
     changed[1][:, 0] += 3 * torch.randn(2, PROBE.d_model)
@@ -278,6 +272,14 @@ def hides_padded_keys(impl, role):
         return None
     before, padded, real = (out[:, :-1] if role in ("encoder_layer", "encoder") else out for out in outputs)
     return int(torch.allclose(before, padded, atol=1e-5) and not torch.allclose(before, real, atol=1e-5))
+
+
+def probe_masks():
+    """The canonical masks of a probe call of 2 samples, 5 source and 4 target positions: the last source position
+    padded, the target's subsequent mask."""
+    src_mask = torch.ones(2, 1, 5, dtype=torch.bool)
+    src_mask[:, :, -1] = False
+    return src_mask, torch.tril(torch.ones(1, 4, 4, dtype=torch.bool)).expand(2, -1, -1)
 
 
 def other_token_at(tokens, position, vocab):
