@@ -208,27 +208,12 @@ def target_shift(binding, module_name, roles):
         model.inner, lambda: model.inner(**argument_values(model.forward_arguments, named, model.convention)), tgt)
 
 
-def hides_a_masked_key(impl, role="multi_head_attention"):
-    """Whether ``role`` of ``impl`` (an attention, with its call's mask convention) leaves its output unchanged
+def hides_a_masked_key(impl):
+    """Whether the multi-head attention of ``impl`` (with its call's mask convention) leaves its output unchanged
     when a key the canonical mask hides changes (§3.2.3): True, False (the key shows: the mask is read the other
     way round, or ignored), or None when the block cannot be called so."""
-    torch.manual_seed(0)
-    x, y = torch.randn(2, 4, PROBE.d_model), torch.randn(2, 5, PROBE.d_model)
-    changed = y.clone()
-    changed[:, -1] = torch.randn(2, PROBE.d_model) * 3
-    mask = torch.ones(2, 1, 5, dtype=torch.bool)
-    mask[:, :, -1] = False
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
-            block = impl.build(role, PROBE).eval()
-            before, after = block(x, y, y, mask), block(x, changed, changed, mask)
-    except Exception:  # noqa: BLE001 - the author's code under a call it may not take: no reading
-        return None
-    if isinstance(before, (tuple, list)):
-        before, after = before[0], after[0]
-    if not isinstance(before, torch.Tensor) or before.shape != after.shape or not before.isfinite().all():
-        return None
-    return bool(torch.allclose(before, after, atol=1e-5))
+    outputs = padded_key_outputs(impl, "multi_head_attention")
+    return None if outputs is None else bool(torch.allclose(outputs[0], outputs[1], atol=1e-5))
 
 
 def masking_shown(impl):
@@ -258,6 +243,17 @@ def hides_padded_keys(impl, role):
     them (§3.2.3): 1 or 0; None when it cannot be called so. A model: :func:`masking_shown`."""
     if role == "model":
         return masking_shown(impl)
+    outputs = padded_key_outputs(impl, role)
+    if outputs is None:
+        return None
+    before, padded, real = outputs
+    return int(torch.allclose(before, padded, atol=1e-5) and not torch.allclose(before, real, atol=1e-5))
+
+
+def padded_key_outputs(impl, role):
+    """The outputs of ``role`` (an attention, a layer, a stack) called with the probe's padding mask on a memory,
+    on it with its padded last key changed and on it with its first (real) key changed; an encoder's at its real
+    positions. None when it cannot be called so."""
     torch.manual_seed(0)
     x, memory = torch.randn(2, 4, PROBE.d_model), torch.randn(2, 5, PROBE.d_model)
     src_mask, tgt_mask = probe_masks()
@@ -270,8 +266,7 @@ def hides_padded_keys(impl, role):
     outputs = None if inputs is None else outputs_of(impl, role, [inputs(m) for m in [memory, *changed]])
     if outputs is None:
         return None
-    before, padded, real = (out[:, :-1] if role in ("encoder_layer", "encoder") else out for out in outputs)
-    return int(torch.allclose(before, padded, atol=1e-5) and not torch.allclose(before, real, atol=1e-5))
+    return [out[:, :-1] if role in ("encoder_layer", "encoder") else out for out in outputs]
 
 
 def probe_masks():

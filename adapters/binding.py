@@ -39,9 +39,8 @@ from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, der
                                  in_torch_style, plan_arguments, positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
 from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed, remembering_what_is_learned
-from adapters.names import normalize
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_convention, infer_convention
-from adapters.names import CANONICAL_CALLS
+from adapters.names import CANONICAL_CALLS, names_a_padding_mask, normalize
 from adapters.observe import without_batch_axis
 from adapters.wrapping import module_builder, role_builder
 from conformance.contract.interface import Implementation
@@ -161,14 +160,14 @@ def whole_masks(binding, module_name, roles, bindings, convention, problem):
     return problem
 
 
-def names_a_padding_mask(target):
+def takes_a_padding_mask(target):
     """Whether the forward of ``target`` (a class or a function) has a parameter named for a padding mask
     (``src_padding_mask``, ``tgt_key_padding_mask``): a call torch's convention plans in two parts."""
     try:
         parameters = inspect.signature(getattr(target, "forward", target)).parameters
     except (TypeError, ValueError):
         return False
-    return any("paddingmask" in normalize(name) for name in parameters)
+    return any(names_a_padding_mask(name) for name in parameters)
 
 
 def masks_named_for_padding(binding, module_name, roles, bindings, convention, keep_said):
@@ -415,7 +414,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                                "helper says so)")
             return other
     named = [role for role in MASKED if role in bindings and bindings[role].works
-             and names_a_padding_mask(bindings[role].target)]
+             and takes_a_padding_mask(bindings[role].target)]
     keep_said = bool(named) and base_convention(convention) == "keep" and (
         masks.get("convention") == "keep" or helper and inferred == "keep"
         or hides_a_masked_key(Implementation(module_name, roles)))

@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from adapters.lint import self_attributes
 from adapters.masks import LENGTHS, mask_lengths, to_convention, torch_mask
-from adapters.names import CALL_NAMES, CANONICAL_CALLS, FUTURE_WORDS, normalize
+from adapters.names import CALL_NAMES, CANONICAL_CALLS, FUTURE_WORDS, names_a_padding_mask, normalize
 from conformance.contract.harness import PAD
 
 
@@ -53,7 +53,7 @@ def call_plan(parameters, wanted, torch_style=False, by_name=True):
                 break
     if LENGTH in plan:  # (a block told the length of its input, not given it: its device too, not the CPU)
         plan = [DEVICE if c is None and "device" in normalize(p.name) else c for p, c in zip(parameters, plan)]
-    if torch_style or by_name and any("paddingmask" in normalize(p.name) for p in parameters):
+    if torch_style or by_name and any(names_a_padding_mask(p.name) for p in parameters):
         return torch_style_plan(parameters, plan, wanted)
     for i, p in enumerate(parameters):
         if plan[i] is None:  # (a mask its words name may feed two parameters: the encoder's and the decoder's)
@@ -138,7 +138,7 @@ def torch_style_plan(parameters, plan, wanted):
             continue
         target = names_the_target_mask(p.name) or memory_named and not name_words(p.name) - PLAIN_MASK_WORDS
         base = "tgt_mask" if target and "tgt_mask" in masks else masks[0] if masks else None
-        plan[i] = f"{base}:{'padding' if 'paddingmask' in n else 'attention'}" if base else "value:None"
+        plan[i] = f"{base}:{'padding' if names_a_padding_mask(p.name) else 'attention'}" if base else "value:None"
     for i, p in enumerate(parameters):
         if plan[i] is None:
             remaining = [c for c in wanted if not c.endswith("mask") and c not in plan]

@@ -127,6 +127,12 @@ def normalize(name):
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
+def names_a_padding_mask(name):
+    """Whether a parameter's name says it takes a padding mask (``src_key_padding_mask``, ``tgt_padding_mask``): the
+    part torch's convention keeps apart from the attention mask, True = blocked."""
+    return "paddingmask" in normalize(name)
+
+
 def name_score(name, synonyms):
     """How well ``name`` matches a family of synonyms: 1 exact, else difflib's ratio (0.8 or more counts)."""
     n = normalize(name)
