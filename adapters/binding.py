@@ -417,7 +417,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
              and takes_a_padding_mask(bindings[role].target)]
     keep_said = bool(named) and base_convention(convention) == "keep" and (
         masks.get("convention") == "keep" or helper and inferred == "keep"
-        or hides_a_masked_key(Implementation(module_name, roles)))
+        or "multi_head_attention" not in named and hides_a_masked_key(Implementation(module_name, roles)))
+    # (an attention itself named for padding masks speaks for torch's two parts it is called in, not for whole masks)
     for role in named:
         masks_named_for_padding(bindings[role], module_name, roles, bindings, convention, keep_said)
     grafts = {}

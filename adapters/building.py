@@ -87,12 +87,12 @@ def canonical_value(canonical, cfg, role):
     return values[canonical]
 
 
-def probe_build(binding, bindings, convention="keep"):
-    """``binding`` built on the probe configuration (its prints swallowed), or None when its own code fails there
-    (its checks say what is wrong with it)."""
+def probe_build(binding, bindings, convention="keep", cfg=PROBE):
+    """``binding`` built on the probe configuration (or ``cfg``; its prints swallowed), or None when its own code
+    fails there (its checks say what is wrong with it)."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            return build_from_plan(binding, PROBE, bindings, convention=convention)
+            return build_from_plan(binding, cfg, bindings, convention=convention)
     except Exception:  # the candidate's own code
         return None
 

@@ -69,10 +69,14 @@ class Adapted(Transparent):
         if self.setup:  # state the forward reads, set first as the author's own code does (init_keys(key))
             getattr(self.inner, self.setup)(**argument_values(self.setup_arguments, named, self.convention))
         given = dict(named, x=positions_of(named["x"])) if self.tokens_for_positions else named
-        # whether the call's masks hide keys from some queries only (a causal triangle): key vectors cannot say it
-        self.masks_cut = (self.convention or "").endswith(KEY_VECTORS) and any(
+        # whether the call's masks hide keys from some queries only (a causal triangle) where key vectors cannot
+        # say it: masks given as key vectors, or in torch's two parts with a key-padding parameter only
+        fed = {c for _, c in self.arguments}
+        self.masks_cut = any(
             name.endswith("mask") and isinstance(m, torch.Tensor) and m.dim() == 3
-            and not torch.equal(m, m.any(-2, keepdim=True).expand_as(m)) for name, m in named.items())
+            and not torch.equal(m, m.any(-2, keepdim=True).expand_as(m))
+            and ((self.convention or "").endswith(KEY_VECTORS)
+                 or f"{name}:padding" in fed and not {name, f"{name}:attention"} & fed) for name, m in named.items())
         out = first_tensor(self.inner(**adapt_arguments(self.arguments, given, self.convention)))
         if self.role == "positional_encoding" and returns_table(out, named["x"], self.adds_table):
             out = named["x"] + out  # the (length, d_model) table alone: its caller adds it, as the author's does
@@ -415,7 +419,7 @@ def module_builder(binding, bindings, convention):
     build.target = binding.target  # the author's class, for the checks that watch its instances inside other blocks
     build.hyperparameters = hyperparameters_fed(binding, bindings)
     build.template = functools.partial(recipes.template, binding, bindings, build)  # (a reproduction's, on request)
-    if binding.role == "model" and one_lookup_for_both_sides(binding, bindings, convention):
+    if binding.role == "model" and one_vocabulary(binding, bindings, convention):
         build.hyperparameters.discard("tgt_vocab")  # (a Case then draws one vocabulary for both sides)
     flag = causal_flag(binding.target) if isinstance(binding.target, type) else None
     if flag:
@@ -426,11 +430,15 @@ def module_builder(binding, bindings, convention):
     return build
 
 
-def one_lookup_for_both_sides(binding, bindings, convention):
-    """Whether the model, built on the probe configuration, embeds the source and the target with one table
-    (``encoder.src_word_emb.weight = decoder.trg_word_emb.weight``): it has one vocabulary, whatever it is given."""
+def one_vocabulary(binding, bindings, convention):
+    """Whether the model has one vocabulary, whatever it is given: built on the probe configuration, it embeds the
+    source and the target with one table (``encoder.src_word_emb.weight = decoder.trg_word_emb.weight``), or it
+    builds only where the two vocabularies are one size (a constructor tying them refuses two)."""
     model = probe_build(binding, bindings, convention)
-    tables = [m.weight for m in model.modules() if isinstance(m, nn.Embedding)] if model is not None else []
+    if model is None:
+        one = dataclasses.replace(PROBE, tgt_vocab=PROBE.src_vocab)
+        return probe_build(binding, bindings, convention, one) is not None
+    tables = [m.weight for m in model.modules() if isinstance(m, nn.Embedding)]
     return len(tables) >= 2 and len({id(t) for t in tables}) == 1
 
 

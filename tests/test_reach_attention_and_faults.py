@@ -226,6 +226,24 @@ class StatesItsInputRank(ref.FeedForwardNetwork):
         return super().forward(x)
 
 
+class RefusesItsInputRank(ref.FeedForwardNetwork):
+    """Raises on an input of other than two dimensions, under an ``if`` testing its argument only: a precondition."""
+
+    def forward(self, x):
+        if x.dim() != 2:
+            raise ValueError("expects (tokens, d_model)")
+        return super().forward(x)
+
+
+class RaisesOnItsOwnState(ref.FeedForwardNetwork):
+    """Raises under an ``if`` testing its own state, not its arguments: the code's own error."""
+
+    def forward(self, x):
+        if self.training is not None:
+            raise ValueError("not finished")
+        return super().forward(x)
+
+
 class OneFeatureShortNorm(nn.LayerNorm):
     """Drops a feature: an output of a form the layer-norm probe does not expect."""
 
@@ -237,10 +255,14 @@ class OneFeatureShortNorm(nn.LayerNorm):
     ("adapter.needs_setup_call", test_shapes.test_output_shape, "feed_forward", {"feed_forward": NeedsSetup}),
     ("adapter.precondition_not_met", test_shapes.test_output_shape, "feed_forward",
      {"feed_forward": StatesItsInputRank}),
+    ("adapter.precondition_not_met", test_shapes.test_output_shape, "feed_forward",
+     {"feed_forward": RefusesItsInputRank}),
+    ("error.ValueError", test_shapes.test_output_shape, "feed_forward", {"feed_forward": RaisesOnItsOwnState}),
     ("adapter.check_crashed", test_layer_norm.test_normalizes_each_position, "layer_norm",
      {"layer_norm": OneFeatureShortNorm}),
 ], ids=lambda v: v.split(".")[-1] if isinstance(v, str) and "." in v else "")
 def test_a_crash_the_checker_cannot_blame_on_the_code(cause, check, component, roles):
+    """(A raise under a test of the code's own state stays the code's error.)"""
     assert cause_of(check, component, roles) == cause
 
 

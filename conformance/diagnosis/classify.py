@@ -9,6 +9,7 @@ import inspect
 import linecache
 import os
 import textwrap
+import tokenize
 import traceback
 
 import pytest
@@ -177,27 +178,40 @@ def setup_method(exc):
 
 def stated_precondition(exc, tb):
     """The statement of the author's code that raised ``exc``, when it states what its function's arguments must be:
-    an ``assert`` testing only them (``assert token_ids.ndim == 2``, ``assert d_model == d_word_vec``), or the
+    an ``assert`` testing only them (``assert token_ids.ndim == 2``, ``assert d_model == d_word_vec``), a ``raise``
+    under an ``if`` testing only them (``if tie and src_vocab != tgt_vocab: raise ValueError(...)``), or the
     unpacking of an argument's shape (``batch_size, seq_len = x.size()``: an input of another rank was expected).
     A precondition written for callers, so a call not meeting it was the checker's; None for any other crash."""
-    if not isinstance(exc, (AssertionError, ValueError)):
-        return None
     frame, line = next(((f, n) for f, n in reversed(list(traceback.walk_tb(tb)))), (None, None))
     if frame is None or is_checker_code(frame.f_code.co_filename):
         return None
-    node = statement_at(frame.f_code.co_filename, line)
+    node, code = statement_at(frame.f_code.co_filename, line), frame.f_code
     if isinstance(exc, AssertionError) and isinstance(node, ast.Assert):
         tested = node.test
-    elif "values to unpack" in str(exc) and isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple):
+    elif isinstance(exc, ValueError) and "values to unpack" in str(exc) and isinstance(node, ast.Assign) \
+            and isinstance(node.targets[0], ast.Tuple):
         tested = node.value if is_shape(node.value) else None
+    elif isinstance(node, ast.Raise):
+        node, tested = guarding_if(code, line) or (node, None)
     else:
         tested = None
-    code = frame.f_code
     arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) - {"self"}
     names = {n.id for n in ast.walk(tested) if isinstance(n, ast.Name)} if tested is not None else set()
     if not names or not names <= arguments | set(dir(builtins)):
         return None
     return f"{ast.unparse(node).splitlines()[0][:120]}, at {code.co_name}"
+
+
+def guarding_if(code, line):
+    """``(the if statement, its test)`` whose body raises at ``line`` of the function ``code`` (``if
+    tie_embeddings and src_vocab != tgt_vocab: raise ValueError(...)``), or None."""
+    lines = linecache.getlines(code.co_filename)[code.co_firstlineno - 1:]
+    try:
+        tree = ast.parse(textwrap.dedent("".join(inspect.getblock(lines))))
+    except (SyntaxError, IndentationError, tokenize.TokenError):
+        return None
+    return next(((node, node.test) for node in ast.walk(tree) if isinstance(node, ast.If) and any(
+        isinstance(s, ast.Raise) and s.lineno + code.co_firstlineno - 1 == line for s in node.body)), None)
 
 
 def is_shape(node):
