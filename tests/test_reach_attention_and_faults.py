@@ -235,6 +235,17 @@ class RefusesItsInputRank(ref.FeedForwardNetwork):
         return super().forward(x)
 
 
+class WidthsAsAList(nn.Module):
+    """Takes its widths as one list, ``[d_model, d_ff, d_model]``, where the checker gives a number."""
+
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.layers = nn.Sequential(*(nn.Linear(a, b) for a, b in zip(d_ff[:-1], d_ff[1:])))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
 class RaisesOnItsOwnState(ref.FeedForwardNetwork):
     """Raises under an ``if`` testing its own state, not its arguments: the code's own error."""
 
@@ -258,6 +269,8 @@ class OneFeatureShortNorm(nn.LayerNorm):
     ("adapter.precondition_not_met", test_shapes.test_output_shape, "feed_forward",
      {"feed_forward": RefusesItsInputRank}),
     ("error.ValueError", test_shapes.test_output_shape, "feed_forward", {"feed_forward": RaisesOnItsOwnState}),
+    ("adapter.sequence_given_a_number", test_shapes.test_output_shape, "feed_forward",
+     {"feed_forward": WidthsAsAList}),
     ("adapter.check_crashed", test_layer_norm.test_normalizes_each_position, "layer_norm",
      {"layer_norm": OneFeatureShortNorm}),
 ], ids=lambda v: v.split(".")[-1] if isinstance(v, str) and "." in v else "")

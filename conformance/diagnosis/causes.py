@@ -125,7 +125,9 @@ CATALOGUE = (
     E("adapter.configuration_not_supported", "", "the block builds on the configuration discovery tried but not on "
       "the drawn one"),
     E("adapter.precondition_not_met", "", "the checker's call broke a precondition the author's code states (an "
-      "assert on its arguments)"),
+      "assert on its arguments, or a raise under an if testing only them)"),
+    E("adapter.sequence_given_a_number", "", "the code indexes or iterates an argument (a list of layer widths) to "
+      "which the checker gave one number: it is not built or called as its author does"),
     E("adapter.call_not_as_author", "", "the block crashed or failed under the checker's call while the author's "
       "own enclosing block, built of the author's sub-blocks, calls it without a crash, or only with arguments of "
       "other forms (a mask of another layout, a function for a tensor): the checker does not call it as its author "

@@ -8,6 +8,7 @@ import builtins
 import inspect
 import linecache
 import os
+import re
 import textwrap
 import tokenize
 import traceback
@@ -141,6 +142,11 @@ def checker_fault(impl, component, crash, exc, tb):
             and component in ATTENTION_BLOCKS and not impl.supports(component).takes("h"):
         return "adapter.head_count_not_taken", (f"{component}'s constructor takes no head count: its code splits the "
                                                 "drawn width by a head count of its own, which leaves a head width of 0")
+    sequence = number_for_a_sequence(exc, tb)
+    if sequence:
+        return "adapter.sequence_given_a_number", (f"the code indexes or iterates {sequence}, to which the checker "
+                                                   "gave one number: it takes a sequence there (a list of widths, "
+                                                   "say), which the checker's configuration does not give")
     precondition = stated_precondition(exc, tb)
     if precondition:
         return "adapter.precondition_not_met", (f"the code states a precondition the checker's call or "
@@ -200,6 +206,41 @@ def stated_precondition(exc, tb):
     if not names or not names <= arguments | set(dir(builtins)):
         return None
     return f"{ast.unparse(node).splitlines()[0][:120]}, at {code.co_name}"
+
+
+NUMBER_AS_SEQUENCE = re.compile(r"'(int|float)' object is not (subscriptable|iterable)|object of type '(int|float)' "
+                                r"has no len\(\)")
+
+
+def number_for_a_sequence(exc, tb):
+    """``the argument 'name' of f`` when ``exc`` is Python refusing to index, iterate or measure a number, raised by a
+    statement of the author's naming an argument of its function that holds a number
+    (``for n_in, n_out in zip(widths[:-1], widths[1:])`` given ``widths=64``); else None."""
+    if not isinstance(exc, TypeError) or not NUMBER_AS_SEQUENCE.search(str(exc)):
+        return None
+    frame, line = next(((f, n) for f, n in reversed(list(traceback.walk_tb(tb)))), (None, None))
+    if frame is None or is_checker_code(frame.f_code.co_filename):
+        return None
+    node, code = statement_at(frame.f_code.co_filename, line), frame.f_code
+    arguments = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    named = set(used_as_sequences(node)) if node is not None else set()
+    numbers = [a for a in arguments if a in named and type(frame.f_locals.get(a)) in (int, float)]
+    return f"the argument {numbers[0]!r} of {code.co_name}" if numbers else None
+
+
+SEQUENCE_FUNCTIONS = {"len", "zip", "iter", "enumerate", "list", "tuple", "sorted", "reversed", "sum", "max", "min"}
+
+
+def used_as_sequences(node):
+    """The names ``node`` indexes (``widths[0]``), iterates (``for w in widths``, ``zip(widths, ...)``) or unpacks
+    (``*widths``)."""
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Subscript, ast.Starred)) and isinstance(n.value, ast.Name):
+            yield n.value.id
+        elif isinstance(n, (ast.For, ast.comprehension)) and isinstance(n.iter, ast.Name):
+            yield n.iter.id
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in SEQUENCE_FUNCTIONS:
+            yield from (a.id for a in n.args if isinstance(a, ast.Name))
 
 
 def guarding_if(code, line):
