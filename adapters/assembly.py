@@ -135,10 +135,11 @@ def parts_in_built_blocks(bindings, found, taken):
         for outer in outers:  # the innermost first (ROLE_ORDER goes outwards)
             block = probe_build(bindings[outer], bindings)
             kinds = {obj: name for _, name, obj in ranked(role, found, taken) if inspect.isclass(obj)}
-            path = next((p for p, m in block.named_modules() if p and type(m) in kinds), None) if block else None
+            path = next((p for p, m in block.named_modules() if p and type(m) in kinds and can_play(role, m)),
+                        None) if block else None
             if path is None and block is not None:  # a class of the submission's at an attribute named for the role
                 kinds = {obj: name for name, obj in found.items() if inspect.isclass(obj) and name not in taken}
-                path = next((p for p, m in block.named_modules() if type(m) in kinds
+                path = next((p for p, m in block.named_modules() if type(m) in kinds and can_play(role, m)
                              and p.rsplit(".", 1)[-1].rstrip("_0123456789") in SUBMODULE_NAMES.get(role, ())), None)
             if path is not None:
                 parts[role] = Binding(role, kinds[type(block.get_submodule(path))], type(block.get_submodule(path)),
@@ -163,6 +164,13 @@ def parts_in_built_blocks(bindings, found, taken):
                                       notes=[f"(the function {bindings[outer].name}.forward calls)"])
                 break
     return parts
+
+
+def can_play(role, module):
+    """Whether a sub-module a block builds may play ``role``: scaled dot-product attention has no weights of its own
+    (§3.2.1), so a module holding parameters (a multi-head block with its projections, a cross-attention class)
+    does not play ``attention``."""
+    return role != "attention" or next(module.parameters(), None) is None
 
 
 def functions_called(cls, found, taken):

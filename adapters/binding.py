@@ -237,6 +237,7 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             if role == "model" and first_failure is not None and score < first_failure[2]:
                 break  # the model its name says fails: missing, never replaced by a class named less like one
             binding = Binding(role, name, obj, masks=helper_masks(role, bindings, convention))
+            binding.runs_in_the_authors_model = ran_in_the_authors_run(binding, observed)
             try:
                 if builds_a_module(role, obj):
                     binding.constructor = constructor_plan(obj, role, bindings)
@@ -445,6 +446,14 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             if other.working > found.working:
                 found = other
     return found
+
+
+def ran_in_the_authors_run(binding, observed):
+    """Whether the author's own run called ``binding``'s class inside a forward pass of the author's model that
+    completed: a block that fails under the canonical call only then is called otherwise by its author, not broken,
+    and no stand-in of the reference's takes its place in the blocks that build it."""
+    return getattr(observed, "completed", None) is not None and inspect.isclass(binding.target) \
+        and binding.target.__name__ in getattr(observed, "calls", {})
 
 
 def read_overrides(directory):

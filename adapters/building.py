@@ -57,11 +57,14 @@ class Binding:
     it call it with tokens, so they are built with it and not with a stand-in."""
     target_shift: str = None
     """A model whose forward shifts the target itself (:mod:`adapters.alignment`), observed by calling it."""
+    runs_in_the_authors_model: bool = False
+    """A block the author's own run called inside a forward pass of the author's model that completed: failing
+    under the canonical call only, it is called otherwise by its author, not broken."""
 
     @property
     def composes(self):
         """Whether the blocks that build this one are built with it (else with the reference's in its place)."""
-        return self.works or self.takes_token_ids
+        return self.works or self.takes_token_ids or self.runs_in_the_authors_model
 
     def describe(self):
         parts = [f"{self.role}: {self.name}"]

@@ -241,6 +241,20 @@ def first_tensor(result):
     return result
 
 
+def output_among(result, role, named):
+    """A block's output among what it returns (``named``: its inputs, in its layout): of a tuple or list, the tensor
+    of its role's output shape, the query's (a multi-head attention, the blocks of §3.1) or the query's with the
+    value's width (scaled dot-product attention), in whichever place (``(weights, output)`` as well as
+    ``(output, weights)``); else the first tensor."""
+    like = named.get("query", named.get("x"))
+    if not isinstance(result, (tuple, list)) or not isinstance(like, torch.Tensor):
+        return first_tensor(result)
+    shape = like.shape
+    if role == "attention" and isinstance(named.get("value"), torch.Tensor):
+        shape = like.shape[:-1] + named["value"].shape[-1:]
+    return next((t for t in result if isinstance(t, torch.Tensor) and t.shape == shape), first_tensor(result))
+
+
 SEQUENCE_FIRST = "sequence first"
 """The layout of code written for torch's default (sequence, batch, d_model) tensors (``batch_first=False``)."""
 SEQUENCES = ("x", "query", "key", "value", "memory", "tokens", "src", "tgt")

@@ -17,7 +17,7 @@ import torch.nn as nn
 from adapters import alignment, recipes
 from adapters.building import PROBE, build_from_plan, probe_build
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, argument_values, derived_inputs,
-                                 first_tensor, forward_parameters, from_layout, in_layout, in_torch_style,
+                                 first_tensor, forward_parameters, from_layout, in_layout, in_torch_style, output_among,
                                  inputs_not_accepted, name_words, per_sample, plan_arguments, positions_of,
                                  returns_table, setup_call, stacked)
 from adapters.construction import causal_flag, constructed_with, hyperparameters_fed
@@ -77,7 +77,7 @@ class Adapted(Transparent):
             and not torch.equal(m, m.any(-2, keepdim=True).expand_as(m))
             and ((self.convention or "").endswith(KEY_VECTORS)
                  or f"{name}:padding" in fed and not {name, f"{name}:attention"} & fed) for name, m in named.items())
-        out = first_tensor(self.inner(**adapt_arguments(self.arguments, given, self.convention)))
+        out = output_among(self.inner(**adapt_arguments(self.arguments, given, self.convention)), self.role, named)
         if self.role == "positional_encoding" and returns_table(out, named["x"], self.adds_table):
             out = named["x"] + out  # the (length, d_model) table alone: its caller adds it, as the author's does
         if self.role in ("encoder", "decoder") and isinstance(out, torch.Tensor) and out.dim() == 4 \

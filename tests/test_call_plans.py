@@ -2,9 +2,11 @@
 canonical mask its words name, whatever the author's vocabulary for it."""
 import inspect
 
+import torch
 import torch.nn as nn
 
-from adapters.call_plans import call_plan, setup_method
+from adapters.assembly import can_play
+from adapters.call_plans import call_plan, output_among, setup_method
 from adapters.construction import constructed_with
 
 DECODER = ["x", "memory", "src_mask", "tgt_mask"]
@@ -123,3 +125,21 @@ def test_a_set_up_method_is_read_from_the_class_as_written_whatever_wraps_it_for
     with constructed_with(KeysSetFirst, "causal", True):
         setup_method(KeysSetFirst)
     assert setup_method(KeysSetFirst) == "init_keys"
+
+
+def test_the_output_is_the_returned_tensor_of_the_roles_output_shape():
+    """(weights, output) as well as (output, weights): the output is the tensor of the query's shape, or of the
+    query's with the value's width for scaled dot-product attention; else the first tensor."""
+    query, value = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
+    weights, out = torch.rand(2, 2, 3, 5), torch.randn(2, 3, 8)
+    assert output_among((weights, out), "multi_head_attention", {"query": query, "value": value}) is out
+    assert output_among((out, weights), "multi_head_attention", {"query": query, "value": value}) is out
+    heads_q, heads_v = torch.randn(2, 2, 3, 4), torch.randn(2, 2, 5, 6)
+    heads_out = torch.randn(2, 2, 3, 6)
+    assert output_among([weights, heads_out], "attention", {"query": heads_q, "value": heads_v}) is heads_out
+    assert output_among((weights, weights), "encoder_layer", {"x": query}) is weights
+
+
+def test_a_module_with_weights_of_its_own_does_not_play_scaled_dot_product_attention():
+    assert not can_play("attention", nn.Linear(4, 4)) and can_play("attention", nn.Softmax(-1))
+    assert can_play("multi_head_attention", nn.Linear(4, 4))

@@ -20,6 +20,8 @@ from conformance.contract.interface import Config, Implementation, Supports
 from conformance.diagnosis.classify import classify
 from conformance.contract.verdicts import MISSING, Failure, Missing
 
+from tests.suite import run_on_source
+
 BLOCKS = '''
 import torch
 import torch.nn as nn
@@ -207,3 +209,70 @@ def test_a_pad_index_read_from_a_global_is_set_through_it():
     assert helper(tokens, 2).tolist() == [[[True, False, True, False]]]
     assert namespace["PAD_ID"] == 0 and helper.hyperparameters == {"pad_idx"}
     assert observe.with_pad_index(canonical, [(namespace, "D", "d_model")]) is canonical
+
+
+SELF_ONLY_ATTENTION = '''
+import math
+import torch
+from torch import nn
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention over one stream, returning (weights, output)."""
+
+    def __init__(self, d_model, heads):
+        super().__init__()
+        self.heads, self.width = heads, d_model // heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, x, mask=None):
+        b, n = x.shape[:2]
+        q, k, v = (w(x).view(b, n, self.heads, self.width).transpose(1, 2) for w in (self.q, self.k, self.v))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.width)
+        if mask is not None:
+            scores = scores.masked_fill(mask == 0, -1e9)
+        weights = scores.softmax(-1)
+        return weights, self.o((weights @ v).transpose(1, 2).reshape(b, n, -1))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, heads, d_ff, dropout=0.1):
+        super().__init__()
+        self.attention = SelfAttention(d_model, heads)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+        self.norms, self.drop = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(2)), nn.Dropout(dropout)
+
+    def forward(self, x, mask):
+        _, attended = self.attention(x, mask)
+        x = self.norms[0](x + self.drop(attended))
+        return self.norms[1](x + self.drop(self.ff(x)))
+
+
+class Encoder(nn.Module):
+    def __init__(self, vocab, d_model=16, heads=2, d_ff=32, layers=2, dropout=0.1):
+        super().__init__()
+        self.lookup, self.d_model = nn.Embedding(vocab, d_model), d_model
+        self.layers = nn.ModuleList(EncoderLayer(d_model, heads, d_ff, dropout) for _ in range(layers))
+
+    def forward(self, ids, mask):
+        x = self.lookup(ids) * math.sqrt(self.d_model)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x
+
+
+if __name__ == "__main__":
+    ids = torch.tensor([[3, 4, 5, 0]])
+    Encoder(11)(ids, (ids != 0)[:, None, None, :])
+'''
+
+
+def test_a_block_the_authors_own_run_calls_is_not_stood_in_for(tmp_path):
+    """A self-attention block taking (x, mask) fails the canonical (query, key, value, mask) call, yet the author's
+    forward pass runs it: the layers that build it are checked with it, as written, not with a stand-in of the
+    reference's (whose output the layer would unpack as the author's (weights, output))."""
+    code, output, report, records = run_on_source(tmp_path, "encoder.py", SELF_ONLY_ATTENTION, "-k", "encoder_layer")
+    assert report is not None, output
+    assert not any("standing in" in note or "in place of" in note for note in report["notes"]), report["notes"]
+    assert records[("encoder_layer", "every_parameter_receives_gradient")]["verdict"] == "pass"
+    assert not [key for key, r in records.items() if r["verdict"] in ("fail", "error")], output
