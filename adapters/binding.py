@@ -20,6 +20,7 @@ Three kinds of evidence, in order:
 The result is an :class:`conformance.contract.interface.Implementation` whose ``mapping`` says what was found and how,
 and which an adapter file (``conformance.toml`` next to the code, see :func:`read_overrides`) can override.
 """
+import functools
 import inspect
 import tomllib
 from dataclasses import dataclass, field
@@ -241,6 +242,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             try:
                 if builds_a_module(role, obj):
                     binding.constructor = constructor_plan(obj, role, bindings)
+                if role == "model":
+                    binding.call = masks_as_the_author_passes_them(binding, observed) or binding.call
                 if role == "attention" and learns_weights(binding, bindings):
                     continue  # a block with projections of its own is not the attention function of eq. (1)
                 roles[role] = role_builder(binding, bindings, convention)
@@ -446,6 +449,36 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             if other.working > found.working:
                 found = other
     return found
+
+
+def masks_as_the_author_passes_them(binding, observed):
+    """The model's call plan where the author's own call passed a mask to a parameter the plan leaves at its
+    default (``forward(src, tgt, mask=None)``, called with a look-ahead triangle): that parameter given the
+    canonical mask over the same positions, the target's (..., Lt, Lt) or the source's (..., Ls); else None."""
+    call = getattr(observed, "calls", {}).get(getattr(binding.target, "__name__", None))
+    if call is None or not inspect.isclass(binding.target):
+        return None
+    forward = functools.partial(binding.target.forward, None)  # (its parameters after self)
+    plan = binding.call or plan_arguments(forward, CANONICAL_CALLS["model"])
+    try:
+        passed = inspect.signature(forward).bind_partial(*call.args).arguments
+    except TypeError:
+        return None
+    shapes = {name: value[1] for name, value in passed.items()
+              if isinstance(value, tuple) and len(value) == 3 and value[0] == "tensor"}
+    fed = dict(plan)
+    source, target = (next((shapes.get(n) for n, c in plan if c == which), None) for which in ("src", "tgt"))
+    if not source or not target:
+        return None
+    added = []
+    for name, shape in shapes.items():
+        if name in fed or "mask" not in normalize(name) or len(shape) < 2:
+            continue
+        if tuple(shape[-2:]) == (target[-1], target[-1]) and "tgt_mask" not in fed.values():
+            added.append((name, "tgt_mask"))
+        elif shape[-1] == source[-1] != target[-1] and "src_mask" not in fed.values():
+            added.append((name, "src_mask"))
+    return plan + added if added else None
 
 
 def ran_in_the_authors_run(binding, observed):

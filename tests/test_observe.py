@@ -276,3 +276,50 @@ def test_a_block_the_authors_own_run_calls_is_not_stood_in_for(tmp_path):
     assert not any("standing in" in note or "in place of" in note for note in report["notes"]), report["notes"]
     assert records[("encoder_layer", "every_parameter_receives_gradient")]["verdict"] == "pass"
     assert not [key for key, r in records.items() if r["verdict"] in ("fail", "error")], output
+
+
+LOOK_AHEAD_ARGUMENT = '''
+import math
+import torch
+from torch import nn
+
+
+def attend(q, k, v, keep):
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(~keep, -1e9)
+    return scores.softmax(-1) @ v
+
+
+class Translator(nn.Module):
+    """One attention head a side; the padding masks made here from pad 0, the look-ahead mask given by the caller."""
+
+    def __init__(self, src_vocab, tgt_vocab, d_model=16):
+        super().__init__()
+        self.src_lookup, self.tgt_lookup = nn.Embedding(src_vocab, d_model), nn.Embedding(tgt_vocab, d_model)
+        self.maps = nn.ModuleList(nn.Linear(d_model, d_model) for _ in range(6))
+        self.norm, self.project = nn.LayerNorm(d_model), nn.Linear(d_model, tgt_vocab)
+
+    def forward(self, src, tgt, mask=None):
+        src_keep, tgt_keep = (src != 0)[:, None, :], (tgt != 0)[:, None, :]
+        if mask is not None:
+            tgt_keep = tgt_keep & mask.bool()[:, 0]
+        x, y = self.src_lookup(src), self.tgt_lookup(tgt)
+        memory = self.norm(x + attend(self.maps[0](x), self.maps[1](x), x, src_keep))
+        y = self.norm(y + attend(self.maps[2](y), self.maps[3](y), y, tgt_keep))
+        y = self.norm(y + attend(self.maps[4](y), self.maps[5](memory), memory, src_keep))
+        return self.project(y)
+
+
+if __name__ == "__main__":
+    src, tgt = torch.tensor([[3, 4, 5, 0]]), torch.tensor([[2, 6, 7]])
+    Translator(11, 13)(src, tgt, torch.tril(torch.ones(3, 3)).unsqueeze(0).unsqueeze(0))
+'''
+
+
+def test_a_mask_argument_the_authors_own_call_passes_is_given_the_canonical_mask(tmp_path):
+    """``forward(src, tgt, mask=None)``, called by its author with a (1, 1, Lt, Lt) look-ahead triangle: the checker
+    passes its target mask there too, and the model hides the future (§3.2.3) as its author runs it."""
+    code, output, report, records = run_on_source(tmp_path, "translator.py", LOOK_AHEAD_ARGUMENT, "-k",
+                                                  "model and future")
+    assert report is not None, output
+    assert any(note.startswith("model: Translator") and "mask<-tgt_mask" in note for note in report["notes"]), output
+    assert records[("model", "future_positions_do_not_change_earlier_outputs")]["verdict"] == "pass", output
