@@ -21,7 +21,7 @@ from adapters.candidates import ROLE_ORDER, ranked
 from adapters.construction import builds_a_module, constructor_plan_or_none
 from adapters.masks import to_convention
 from adapters.names import (CANONICAL_CALLS, FUTURE_WORDS, ROLE_NAMES, SUBMODULE_NAMES, name_score,
-                            names_another_role_exactly, normalize)
+                            names_another_role_exactly, names_padding_only, normalize)
 from adapters.wrapping import Adapted, AdaptedModel, function_role
 from conformance.contract.harness import PAD, Case, canonical_inputs
 from conformance.contract.interface import FUNCTION_ROLES, Implementation
@@ -57,7 +57,7 @@ def method_names_the_role(name, role):
     """Whether a method's name says it makes ``role``'s mask: a near miss of the role's names that is no other
     role's name exactly (``make_pad_mask`` is no subsequent mask), or, for the subsequent mask, a mask named for the
     future positions it hides (``create_autoregressive_mask``, §3.2.3)."""
-    if names_another_role_exactly(name, role):
+    if names_another_role_exactly(name, role) or role == "subsequent_mask" and names_padding_only(name):
         return False
     words = name_words(name)
     return bool(name_score(name, ROLE_NAMES[role])) or role == "subsequent_mask" and "mask" in words \

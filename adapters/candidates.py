@@ -21,7 +21,7 @@ from adapters.call_plans import first_tensor, returns_table
 from adapters.construction import constructor_plan_or_none
 from adapters.masks import infer_convention
 from adapters.names import (ROLE_NAMES, ROLE_WORDS, argument_role, name_score, names_another_role_exactly,
-                            names_the_role, normalize)
+                            names_padding_only, names_the_role, normalize)
 from conformance.contract.interface import FUNCTION_ROLES
 from conformance.contract.probes import ignores_input_scale
 
@@ -91,7 +91,8 @@ def ranked(role, found, taken, prefer=frozenset(), completed=None):
             and names_the_role(short, STACK_OF[role])
         if named_for_its_stack:  # a layer named for its stack (``Encoder``, stacked N times)
             score = name_score(short, ROLE_NAMES[STACK_OF[role]]) or WORD_SCORE
-        if score < 1 and names_another_role_exactly(short, role) and not named_for_its_stack:
+        if score < 1 and names_another_role_exactly(short, role) and not named_for_its_stack \
+                or role == "subsequent_mask" and names_padding_only(short):
             continue
         if not score and (any(word in normalize(short) for word in ROLE_WORDS.get(role, ()))
                           or names_the_role(short, role)):

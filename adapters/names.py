@@ -173,6 +173,13 @@ FUTURE_WORDS = {"causal", "look", "ahead", "lookahead", "future", "subsequent", 
                 "triangular"}
 """Words that name the future positions a decoder hides (§3.2.3): in a mask argument's name (``look_ahead_mask``)
 it is the target's; in a constructor flag's (``causal=False``) the switch of a block's own causal mask."""
+
+
+def names_padding_only(name):
+    """Whether a name says padding and nothing of the future positions (``_make_tgt_pad_mask``): a padding-mask
+    helper, never the subsequent mask of §3.2.3, whatever else its name shares with one (``make_tgt_mask``)."""
+    n = normalize(name)
+    return "pad" in n and not any(word in n for word in FUTURE_WORDS | {"tril", "triu", "square"})
 ROLE_WORDS = {"sublayer_connection": ("sublayer", "residual"), "generator": ("generator",)}
 """Words that name a role inside a longer name (``SublayerLogic``, ``DecoderGenerator``)."""
 

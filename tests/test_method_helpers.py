@@ -88,3 +88,21 @@ def test_a_multi_head_block_named_otherwise_is_found_by_what_it_does_and_its_bug
     buggy.write_text(unnamed_attention(mutants.apply(planted)))
     code, output, report = run_suite(f"--impl={buggy}", "-m", "multi_head_attention", tmp_path=tmp_path)
     assert planted.cause in {c["cause"] for c in report["checks"] if c["verdict"] == "fail"}, output
+
+
+TARGET_PADDING_METHOD = '''    def make_tgt_pad_mask(self, tokens, pad=0):
+        """(batch, 1, L): True where the target key is a real token; the model's causal part is made elsewhere."""
+        return (tokens != pad)[..., None, :]
+
+'''
+
+
+def test_a_target_padding_method_is_never_taken_for_the_subsequent_mask(tmp_path):
+    """``make_tgt_pad_mask`` is a near miss of ``make_tgt_mask`` (a subsequent-mask name), but says padding and
+    nothing of the future (§3.2.3): it does not play the subsequent mask, so no triangle is demanded of it."""
+    path = tmp_path / "pad_method.py"
+    path.write_text(methods_model(TARGET_PADDING_METHOD))
+    code, output, report = run_suite(f"--impl={path}", "-m", "subsequent_mask", tmp_path=tmp_path)
+    assert not any("make_tgt_pad_mask" in note for note in report.get("notes", [])
+                   if note.startswith("subsequent_mask")), output
+    assert not [c for c in report["checks"] if c["verdict"] in ("fail", "error")], output
