@@ -271,23 +271,26 @@ def standing_in(binding, cfg, bindings, convention):
             namespace[b.name] = b.target
 
 
-def returns_tuple(cls):
-    """Whether the class's forward returns a tuple (``return out, weights``), read from its source."""
+def returned_tuple_length(cls):
+    """How many items the class's forward returns in a tuple (``return out, weights``: 2), read from its source;
+    0 when it returns no tuple."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
     except (OSError, TypeError, SyntaxError):
-        return False
-    return any(isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) for node in ast.walk(tree))
+        return 0
+    return next((len(node.value.elts) for node in ast.walk(tree)
+                 if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple)), 0)
 
 
 def stand_in(broken, cfg, convention):
     """A class taking the broken class's constructor and forward arguments that computes the reference's role: the
     hyperparameters read from the constructor's arguments (by the binding's plan), the inputs from the forward's
-    (masks in the code's ``convention``), a tuple returned if the broken forward returns one."""
+    (masks in the code's ``convention``), a tuple of as many items if the broken forward returns one, the output
+    in each place (the author's caller may unpack ``weights, out`` as well as ``out, weights``)."""
     signature = inspect.signature(broken.target)
     parameters = list(inspect.signature(broken.target.forward).parameters.values())[1:]
     plan = call_plan(parameters, CANONICAL_CALLS[broken.role])
-    pair = returns_tuple(broken.target)
+    items = returned_tuple_length(broken.target)
     fields = {f.name for f in dataclasses.fields(Config)}
 
     class StandIn(nn.Module):
@@ -313,7 +316,7 @@ def stand_in(broken, cfg, convention):
                     value = value[:, 0] if value.dim() == 4 else value  # a head axis the reference adds itself
                 inputs.append(value)
             out = self.reference(*inputs)
-            return (out, None) if pair else out
+            return (out,) * items if items else out  # (its output in every place: whichever the caller reads)
 
     StandIn.__name__ = StandIn.__qualname__ = f"{broken.name}StandIn"
     return StandIn

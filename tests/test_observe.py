@@ -323,3 +323,17 @@ def test_a_mask_argument_the_authors_own_call_passes_is_given_the_canonical_mask
     assert report is not None, output
     assert any(note.startswith("model: Translator") and "mask<-tgt_mask" in note for note in report["notes"]), output
     assert records[("model", "future_positions_do_not_change_earlier_outputs")]["verdict"] == "pass", output
+
+
+def test_a_stand_in_for_a_block_returning_a_pair_puts_its_output_in_each_place(tmp_path):
+    """The author's caller may unpack ``weights, out = attention(x, mask)`` as well as ``out, weights``: the
+    reference's stand-in for such a block returns a pair holding its output in both places, never None."""
+    from adapters.building import Binding, stand_in
+    (tmp_path / "self_only.py").write_text(SELF_ONLY_ATTENTION.split("class EncoderLayer")[0])
+    module = load_code(tmp_path / "self_only.py").module
+    broken = Binding("multi_head_attention", "SelfAttention", module.SelfAttention,
+                     constructor={"d_model": "d_model", "heads": "h"})
+    block = stand_in(broken, Config(d_model=8, h=2, d_ff=16, N=1), "keep")(8, 2)
+    x = torch.randn(2, 3, 8)
+    first, second = block(x, torch.ones(2, 1, 3, dtype=torch.bool))
+    assert first.shape == x.shape and second is first
