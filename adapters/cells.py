@@ -295,7 +295,7 @@ def extract_cells(path: str | os.PathLike) -> tuple[str, list[Cell]]:
     path = Path(path)
     if path.is_dir():
         init = path / "__init__.py"
-        if init.is_file():
+        if init.is_file() and not imports_from_inside(path):
             return "package", [Cell(1, _read_text(init), f"{path.name}/__init__.py", 1)]
         if not project_files(path):
             raise LoadError(f"directory {path} holds no Python module that only defines code (classes, functions)")
@@ -339,6 +339,25 @@ def project_files(directory: Path) -> list[Path]:
                for node in tree.body):
             found.append(file)
     return sorted(found, key=lambda f: (f.parent.parts, f.name != "__init__.py", f.name))
+
+
+def imports_from_inside(directory: Path) -> bool:
+    """Whether the folder's own modules import one another by names rooted inside it (``from blocks.layers import
+    EncoderLayer`` beside a ``blocks/`` folder): code run from the folder itself, a project's root though it holds an
+    ``__init__.py``, not a package imported from the folder above."""
+    inner = {child.stem for child in Path(directory).iterdir() if child.name != "__init__.py" and (
+        child.suffix == ".py" or child.is_dir()) and child.stem.isidentifier()}
+    for file in project_files(directory):
+        try:
+            tree = ast.parse(_read_text(file))
+        except (SyntaxError, ValueError, OSError, LoadError):
+            continue
+        for node in ast.walk(tree):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [
+                alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if any(name.split(".")[0] in inner for name in names):
+                return True
+    return False
 
 
 def _is_docstring(node) -> bool:

@@ -536,7 +536,7 @@ def _import_project(result: LoadedCode, cell_timeout: float) -> None:
         name = ".".join(file.relative_to(base).with_suffix("").parts)
         if name.endswith(".__init__"):
             name = name.removesuffix(".__init__")
-        if name in sys.modules:
+        if name == "__init__" or name in sys.modules:  # (the root's own __init__.py is no module of it)
             continue
         _import_with_placeholders(result, name, directory, cell_timeout, out)
     result.cells[0].output = out.text

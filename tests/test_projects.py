@@ -307,6 +307,19 @@ def test_a_project_folder_is_read_whole_and_its_scripts_are_not_run(tmp_path):
     assert not ran.exists()
 
 
+def test_a_folder_whose_modules_import_its_folders_by_name_is_a_project_though_it_has_an_init(tmp_path):
+    """An empty ``__init__.py`` at the root, the modules importing ``from models.layers import ...``: the code runs
+    from the folder itself, so it is read as a project root, not imported as a package from the folder above."""
+    project = write(tmp_path / "repo", {
+        "__init__.py": "",
+        "models/layers.py": FFN,
+        "models/block.py": "from models.layers import PositionwiseFeedforwardLayer\n",
+    })
+    impl = load_implementation(str(project))
+    assert "loaded as project: 1 code cell(s)" in impl.notes
+    assert "feed_forward" in impl.roles, impl.notes
+
+
 def test_a_name_two_subpackages_define_is_bound_to_the_class_the_model_builds(tmp_path):
     """Two sub-packages each define the reference's class names (an older copy with a GELU network sorts first):
     the roles are the classes the package's model builds, kept apart under their qualified names."""
