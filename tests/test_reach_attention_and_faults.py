@@ -178,12 +178,25 @@ class NormedAtThePapersWidth(ref.FeedForwardNetwork):
         return self.norm(super().forward(x))
 
 
+class LookupOfItsOwnSize(nn.Module):
+    """Sizes its table from a configuration of its own (64 rows of 32), whatever it is given."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.table = nn.Embedding(64, 32)
+
+    def forward(self, tokens):
+        return self.table(tokens)
+
+
 def test_a_block_that_runs_at_the_papers_sizes_is_not_blamed_for_the_checkers():
-    """A crash at the checker's small sizes of a block that runs at the paper's widths (its code fixes one of them)
-    is missing (a crash at every size stays the code's error: the offset target ids below)."""
+    """A crash at the checker's small sizes of a block that runs at the paper's widths (its code fixes one of them),
+    or a block built at widths of its own whatever it is given, is missing (a crash at every size stays the code's
+    error: the offset target ids below)."""
     check = test_shapes.test_output_shape
     assert cause_of(check, "feed_forward", {"feed_forward": NormedAtThePapersWidth}) == \
         "adapter.sizes_fixed_by_the_code"
+    assert cause_of(check, "embedding", {"embedding": LookupOfItsOwnSize}) == "adapter.sizes_fixed_by_the_code"
 
 
 def test_an_embedding_sized_otherwise_than_configured_is_not_blamed():

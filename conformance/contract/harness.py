@@ -94,6 +94,10 @@ class Case:
         if not isinstance(module, nn.Module):
             raise Failure(f"{role}.not_a_module", f"the {role} role to build a torch.nn.Module",
                           f"{type(module).__name__}")
+        ignored = widths_not_taken(module, self.cfg)
+        if ignored:
+            raise Missing("adapter.sizes_fixed_by_the_code", f"the {role} built at the configured sizes ({self.cfg})",
+                          ignored)
         if WATCH is not None:
             WATCH.module(role, module)
         module.to(device=self.device, dtype=self.dtype)
@@ -171,6 +175,17 @@ class OnCopies:
 
 
 # -- canonical calls -----------------------------------------------------------------------------
+def widths_not_taken(module, cfg):
+    """Words for a block whose weights show none of the configured model width (a factory building at the sizes of
+    its own configuration, d_model = 512 where 6 was asked): the checker's sizes never reached it; else None."""
+    shapes = [tuple(p.shape) for p in module.parameters() if not isinstance(p, nn.parameter.UninitializedParameter)]
+    if not shapes or any(cfg.d_model in shape for shape in shapes):
+        return None
+    widths = sorted({size for shape in shapes for size in shape}, reverse=True)[:4]
+    return (f"none of its weights is {cfg.d_model} wide (the configured d_model); their sizes include "
+            f"{', '.join(map(str, widths))}: its code builds at sizes of its own, whatever it is given")
+
+
 def canonical_inputs(case, role):
     """Inputs of the canonical call of ``role`` (see ``conformance.contract.interface``), freshly drawn."""
     c, b, ls, lt = case.cfg, case.batch, case.src_len, case.tgt_len

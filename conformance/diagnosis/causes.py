@@ -119,7 +119,8 @@ CATALOGUE = (
     E("adapter.vocabulary_not_taken", "§3.4", "token ids of the vocabularies the checker configured overflow an "
       "embedding table the code sizes otherwise (a configuration of its own, or one vocabulary for both sides)"),
     E("adapter.sizes_fixed_by_the_code", "§6.2", "the block crashed at the checker's small sizes but runs at the "
-      "paper's base widths: its code fixes a size of its own (a literal 512, a table as long as d_model)"),
+      "paper's base widths, or builds at widths of its own whatever it is given: its code fixes a size of its own (a "
+      "literal 512, a table as long as d_model, a configuration the checker cannot reach)"),
     E("adapter.needs_setup_call", "", "the code expects a setup method of its own called first, which the checker "
       "does not know"),
     E("adapter.configuration_not_supported", "", "the block builds on the configuration discovery tried but not on "
