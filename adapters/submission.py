@@ -3,7 +3,10 @@ consume: load the code as its author runs it (``adapters.cells``, ``adapters.loa
 runs (``adapters.observe``), discover its roles by name and behaviour (``adapters.binding`` and the stages below
 it), read it for mistakes no call shows (``adapters.calls``, ``adapters.lint``), and keep a way to repair what
 crashes (``adapters.repairs``)."""
+import contextlib
+import dataclasses
 import importlib.util
+import io
 import os
 
 from adapters import torch_nn
@@ -11,6 +14,7 @@ from adapters.calls import read_calls
 from adapters.binding import discover, read_overrides
 from adapters.building import PROBE
 from adapters.call_plans import padding_by_lengths
+from adapters.masks import LENGTHS
 from adapters.candidates import candidates, roles_in_uncompiled_cells
 from adapters.in_place import reading_note
 from adapters.lint import parsed, read_classes, read_factories
@@ -53,6 +57,18 @@ def module_path(name):
 
 CELL_TIMEOUT_ENV_VAR = "CONFORMANCE_CELL_TIMEOUT"
 """Seconds one cell of a notebook or post may run while loading (default 10)."""
+
+
+def makes_masks_from_tokens(build):
+    """Whether the model ``build`` makes (built on the probe configuration) takes no mask and makes its own from the
+    pad tokens (:attr:`adapters.wrapping.AdaptedModel.masks_from_tokens`)."""
+    if build is None:
+        return False
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return bool(getattr(build(**dataclasses.asdict(PROBE)), "masks_from_tokens", False))
+    except Exception:  # noqa: BLE001 - the author's code: its checks say why it does not build
+        return False
 
 
 def load_from_path(path):
@@ -103,6 +119,10 @@ def load_from_path(path):
     padding = padding_by_lengths(found.bindings)
     if padding:
         notes.append("the model takes its padding as sequence lengths: the checks pad at the end of each sequence")
+    elif makes_masks_from_tokens(roles.get("model")):
+        padding = LENGTHS
+        notes.append("the model makes its masks from the pad tokens: the checks pad at the end of each sequence, as "
+                     "its data is padded")
     notes += found.describe() + uncompiled
     reading = reading_note(found.bindings, observation, roles.get("model"))
     if reading:

@@ -292,6 +292,20 @@ class Translator(nn.Module):
         return self.project(y)
 '''
 
+QUERY_ROW_TARGET_MASK = BLOCKS + '''
+
+    def forward(self, src, tgt):
+        """Masks made here from pad 0, the target's padding on the query rows, and-ed with the lower triangle (its
+        data padded at the end, so that no real position sees a padded one)."""
+        src_mask = (src != 0)[:, None, None, :]
+        rows = (tgt != 0)[:, None, :, None]
+        tgt_mask = rows & torch.tril(torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool, device=tgt.device))
+        return self.project(self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask))
+
+
+MASK_RULE, FILL = (lambda mask: mask == 0), -1e9
+'''
+
 def blamed(records):
     return {key: (r["cause"], r["message"][:200]) for key, r in records.items() if r["verdict"] in ("fail", "error")}
 
@@ -304,8 +318,9 @@ MODEL_CHECKS = "model and (masked or future or padding or positions or gradient 
 
 
 @pytest.mark.parametrize("source", [WHOLE_KEEP_MASKS, KEY_VECTORS_OF_ITS_OWN, KEY_PADDING_VECTORS,
-                                    TORCH_POLARITY_VECTORS],
-                         ids=["padding_named", "key_vectors", "key_padding_vectors", "torch_polarity_vectors"])
+                                    TORCH_POLARITY_VECTORS, QUERY_ROW_TARGET_MASK],
+                         ids=["padding_named", "key_vectors", "key_padding_vectors", "torch_polarity_vectors",
+                              "query_row_target_mask"])
 def test_a_models_own_mask_convention_is_read_and_blamed_for_nothing(tmp_path, source):
     """Called with masks as its code makes them, each model hides padded keys and later target tokens."""
     code, output, report, records = run_on_source(tmp_path, "translator.py", source, "-k", MODEL_CHECKS)
@@ -314,8 +329,11 @@ def test_a_models_own_mask_convention_is_read_and_blamed_for_nothing(tmp_path, s
     assert records[("model", "masked_keys_do_not_change_outputs")]["verdict"] == "pass"
     assert records[("model", "future_positions_do_not_change_earlier_outputs")]["verdict"] == "pass"
     model = next(note for note in report["notes"] if note.startswith("model: Translator"))
-    said = {KEY_VECTORS_OF_ITS_OWN: "attention masks from them itself", TORCH_POLARITY_VECTORS: "(src_vocab=src_vocab,"}
-    assert said.get(source, "its masks whole") in model  # (the last: built with one vocabulary, though it refuses two)
+    said = {KEY_VECTORS_OF_ITS_OWN: "attention masks from them itself", TORCH_POLARITY_VECTORS: "(src_vocab=src_vocab,",
+            QUERY_ROW_TARGET_MASK: "the checks pad at the end of each sequence, as its data is padded"}
+    # (one vocabulary: built with one though it refuses two; padded at the end: masks made from the pad tokens)
+    where = model if source is not QUERY_ROW_TARGET_MASK else " ".join(report["notes"])
+    assert said.get(source, "its masks whole") in where
 
 
 @pytest.mark.parametrize("source", [KEY_PADDING_VECTORS, TORCH_POLARITY_VECTORS],
@@ -336,7 +354,9 @@ def test_an_attention_taking_key_vectors_is_not_blamed_for_a_triangle_they_canno
     (KEY_VECTORS_OF_ITS_OWN, ("self.hidden(tgt_keep, tgt.size(1))", "self.hidden(tgt_keep)"), "model.future_visible"),
     (TORCH_POLARITY_VECTORS, ("self.consult(x, memory, memory, src_padding_mask)", "self.consult(x, memory, memory)"),
      "model.masked_keys_visible"),
-], ids=["padding_named_cross_unmasked", "key_vectors_no_look_ahead", "torch_polarity_cross_unmasked"])
+    (QUERY_ROW_TARGET_MASK, ("rows & torch.tril(torch.ones(", "rows & (torch.ones("), "model.future_visible"),
+], ids=["padding_named_cross_unmasked", "key_vectors_no_look_ahead", "torch_polarity_cross_unmasked",
+        "query_rows_no_look_ahead"])
 def test_a_bug_in_a_model_of_its_own_conventions_is_still_named(tmp_path, source, planted, cause):
     assert planted[0] in source
     code, output, report, records = run_on_source(tmp_path, "translator.py", source.replace(*planted),

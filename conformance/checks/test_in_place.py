@@ -35,7 +35,8 @@ from hypothesis import given
 
 from adapters.in_place import ROLES, record
 from conformance.contract import harness, strategies
-from conformance.contract.harness import Case, canonical_inputs, difference, role_instances
+from conformance.contract.harness import (Case, at_real_positions, canonical_inputs, difference,
+                                          padded_target_positions, role_instances)
 from conformance.contract.interface import Config, MissingRole
 from conformance.contract.probes import SoftmaxWatch, constant_ratio, sdpa_scale
 from conformance.checks.test_layer_norm import affine_parameters, factors, fits, wrong_axis
@@ -294,6 +295,7 @@ def future_in_place(case, run):
     the order the calls returned; torch's own layers inside them are not named) where they changed."""
     t = case.tgt_len - 1
     changed = Run(case, run.inputs, changed_from=t, softmaxes=False)
+    padded = padded_target_positions(run.model, run.inputs[3])  # (rows no loss reads, where the tokens say padding)
     before, after = run.recording.in_return_order(), changed.recording.in_return_order()
     if [c.path for c in before] != [c.path for c in after]:
         return
@@ -304,6 +306,7 @@ def future_in_place(case, run):
             continue
         axis = 1 if a.shape[:2] == (case.batch, case.tgt_len) else 0 if a.shape[:2] == (case.tgt_len, case.batch) \
             else None
+        a, b = (at_real_positions(z, padded, axis) for z in (a, b)) if axis is not None else (a, b)
         wrong = difference(a.narrow(axis, 0, t), b.narrow(axis, 0, t), case) if axis is not None else None
         if wrong is not None:
             raise Failure("model.future_visible", FUTURE_REQUIRED, f"after changing the target tokens at positions "

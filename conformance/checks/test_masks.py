@@ -10,8 +10,9 @@ from hypothesis import given
 
 from adapters.building import is_graft
 from conformance.contract import strategies
-from conformance.contract.harness import (PAD, Case, canonical_inputs, difference, if_the_checker_sets, inputs_not_accepted,
-                                          output_tensor, unfed_mask_parameters)
+from conformance.contract.harness import (PAD, Case, at_real_positions, canonical_inputs, difference,
+                                          if_the_checker_sets, inputs_not_accepted, output_tensor,
+                                          padded_target_positions, unfed_mask_parameters)
 from conformance.contract.probes import AttentionRecorder, gathered
 from conformance.contract.verdicts import Deviation, Failure, Missing
 
@@ -36,8 +37,11 @@ WHAT_CHANGES = {"attention": "keys and values", "multi_head_attention": "keys an
 
 
 def call(module, inputs, component):
+    """The output of ``module`` on ``inputs``; a model's at its real target positions only, where its padding is read
+    from the tokens (:func:`conformance.contract.harness.padded_target_positions`)."""
     with torch.no_grad():
-        return output_tensor(module(*inputs), component)
+        out = output_tensor(module(*inputs), component)
+    return at_real_positions(out, padded_target_positions(module, inputs[3])) if component == "model" else out
 
 
 def with_padding(case):

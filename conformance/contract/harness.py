@@ -175,6 +175,24 @@ class OnCopies:
 
 
 # -- canonical calls -----------------------------------------------------------------------------
+def padded_target_positions(model, tgt_mask):
+    """``(batch, Lt)``, True at the target positions a model that makes its masks from the tokens is given the pad
+    token (the canonical mask's padded keys): positions whose outputs no loss reads, and whose queries its own mask may
+    leave attending everywhere (a target mask over the query rows); None for any other model."""
+    if not getattr(model, "masks_from_tokens", False) or not isinstance(tgt_mask, torch.Tensor) or tgt_mask.dim() != 3:
+        return None
+    return ~tgt_mask.any(-2)
+
+
+def at_real_positions(out, padded, axis=1):
+    """``out`` (positions on ``axis``, features last) with the rows at the ``padded`` positions set to 0, so that
+    only the real positions are compared; ``out`` itself when there is nothing to set or the shapes do not fit."""
+    if padded is None or out.dim() != 3:
+        return out
+    padded = padded if axis == 1 else padded.T
+    return out.masked_fill(padded.unsqueeze(-1).to(out.device), 0) if out.shape[:2] == padded.shape else out
+
+
 def widths_not_taken(module, cfg):
     """Words for a block whose weights show none of the configured model width (a factory building at the sizes of
     its own configuration, d_model = 512 where 6 was asked): the checker's sizes never reached it; else None."""
