@@ -5,6 +5,7 @@ the author's call".
 
 The model is the style study ``tests/styles/own_conventions.py`` (an attention taking the keys' lengths and a causal
 flag, an add-and-norm taking a function that returns a pair), with one line changed for each mistake."""
+import types
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from adapters.submission import load_implementation
 from conformance.diagnosis import evidence
 from conformance.diagnosis.evidence import REPLAYED, CheckCalls, calling_pattern
 from conformance.contract.harness import Case, canonical_inputs
-from conformance.checks.test_in_place import REPLAY, Run, findings, future_in_place, verify
+from conformance.checks.test_in_place import REPLAY, Run, findings, future_in_place, layer_norm_in_place, verify
 from conformance.contract.verdicts import Failure, Missing
 from reference import transformer as ref
 from tests.suite import run_on_source
@@ -167,3 +168,18 @@ def test_a_finding_in_place_is_reported_replayed_on_the_authors_call(tmp_path):
     assert records[("layer_norm", "layer_norms_normalize_in_place")]["verdict"] == "pass"
     assert "checked in place, inside the model's own forward pass: layer_norm, multi_head_attention, " \
            "sublayer_connection" in report["notes"][-1]
+
+
+def test_a_layer_norm_given_positions_the_model_zeroed_is_read_on_the_others():
+    """A position constant across its features (a padded row the model zeroed) says nothing of a normalization
+    (0 / 0): the LayerNorm is read on its other positions, and a wrong one is still named there."""
+    norm = torch.nn.LayerNorm(8)
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    x[:, -2:] = 0.0
+    case = Case(load_implementation("reference"), REPLAY["cfg"], batch=2, src_len=5, tgt_len=5, dtype=torch.float64,
+                seed=0)
+    call = types.SimpleNamespace(tensors=[x], out=norm.double()(x).detach(), module=norm, path="encoder.norm")
+    layer_norm_in_place(case, call, None, "paper")  # (no finding)
+    call.out = call.out * 2
+    with pytest.raises(Failure):
+        layer_norm_in_place(case, call, None, "paper")

@@ -144,6 +144,13 @@ def layer_norm_in_place(case, call, run, contract):
         raise Missing("adapter.not_read_in_place", LN_REQUIRED, f"{at(call)}: no input and output of one shape")
     d = x.shape[-1]
     x, y = x.double().cpu().reshape(-1, *x.shape[-2:]), y.double().cpu().reshape(-1, *x.shape[-2:])
+    spread = (x - x.mean(-1, keepdim=True)).abs().amax(-1)
+    informative = spread > 1e-9 * (1 + x.abs().amax(-1))  # (a row constant across its features, such as a padded
+    if not informative.any():                            # position the model zeroed, says nothing: 0 / 0)
+        raise Missing("adapter.not_read_in_place", LN_REQUIRED, f"{at(call)}: every position it was given is "
+                      "constant across its features")
+    if not informative.all():
+        x, y = x[informative].unsqueeze(0), y[informative].unsqueeze(0)
     gain, bias, scalars = affine_parameters(call.module, d)  # (one scalar gain and bias: the direct checks' matter)
     gain = gain if gain is not None else next((p for n, p in scalars if not is_bias_name(n)), None)
     bias = bias if bias is not None else next((p for n, p in scalars if is_bias_name(n)), None)
