@@ -337,3 +337,15 @@ def test_a_stand_in_for_a_block_returning_a_pair_puts_its_output_in_each_place(t
     x = torch.randn(2, 3, 8)
     first, second = block(x, torch.ones(2, 1, 3, dtype=torch.bool))
     assert first.shape == x.shape and second is first
+
+
+def test_a_mask_argument_no_run_shows_leaves_a_future_leak_unblamed(tmp_path):
+    """The same model with no run of its author's to show what it passes to ``mask``: the checker's call leaves it
+    at None, so a later target token seen (both read directly and in place) is missing, not the author's fault."""
+    source = LOOK_AHEAD_ARGUMENT.split("if __name__")[0]
+    code, output, report, records = run_on_source(tmp_path, "translator.py", source, "-k",
+                                                  "model and (future or later_target)")
+    for check in ("future_positions_do_not_change_earlier_outputs",
+                  "later_target_tokens_leave_earlier_positions_in_place"):
+        record = records[("model", check)]
+        assert (record["verdict"], record["cause"]) == ("missing", "adapter.mask_parameter_not_fed"), output

@@ -316,9 +316,14 @@ def future_in_place(case, run):
         a, b = (at_real_positions(z, padded, axis) for z in (a, b)) if axis is not None else (a, b)
         wrong = difference(a.narrow(axis, 0, t), b.narrow(axis, 0, t), case) if axis is not None else None
         if wrong is not None:
-            raise Failure("model.future_visible", FUTURE_REQUIRED, f"after changing the target tokens at positions "
-                          f">= {t}, the outputs at positions < {t} change, first in the output of {at(first)}: "
-                          f"{wrong}")
+            observed = (f"after changing the target tokens at positions >= {t}, the outputs at positions < {t} "
+                        f"change, first in the output of {at(first)}: {wrong}")
+            unfed = getattr(run.model, "unfed_mask_parameters", list)()
+            if unfed:  # (the mask its author passes there, which the checker could not tell, may hide them)
+                raise Missing("adapter.mask_parameter_not_fed", FUTURE_REQUIRED, f"{observed}; its forward has the "
+                              f"mask parameters {', '.join(unfed)}, which the checker's call leaves at their "
+                              "defaults")
+            raise Failure("model.future_visible", FUTURE_REQUIRED, observed)
 
 
 # -- the add-and-norm around a sub-layer (§3.1, §5.4) ----------------------------------------------------------------

@@ -264,6 +264,12 @@ def require_mask_parameter(module, component, requirement, observed, mask=None):
                       "keys from some queries only (the causal triangle), and has no causal switch the checker "
                       "could turn on")
     masks = [c for c in missing if c.endswith("mask") and mask in (None, c)]
+    unfed = unfed_mask_parameters(module) if component == "model" and mask in (None, "tgt_mask") and getattr(
+        module, "masks_from_tokens", False) else []
+    if unfed:  # (pad tokens say the padding, never the causal triangle its author may pass there)
+        raise Missing("adapter.mask_parameter_not_fed", requirement,
+                      f"{observed}: {signature} makes its masks from the pad tokens, and has the mask parameters "
+                      f"{', '.join(unfed)}, to which the checker could not tell what to give")
     grafts = sorted({type(m).__name__ for m in module.modules() if is_graft(m)}) if masks == ["tgt_mask"] else []
     if grafts:  # (the author's own block, which the reference's stands in for, may mask the future by construction)
         raise Missing("adapter.graft_does_not_fit", requirement,
