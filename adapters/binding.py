@@ -235,8 +235,10 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             options = kept
         first_failure = partial = None
         for score, name, obj in options:
-            if role == "model" and first_failure is not None and score < first_failure[2]:
+            if role == "model" and first_failure is not None and score < first_failure[2] \
+                    and not builds_by_name(obj, first_failure[0].target):
                 break  # the model its name says fails: missing, never replaced by a class named less like one
+                # (unless that class wraps it: the core of torch.nn.Transformer's kind inside the author's model)
             binding = Binding(role, name, obj, masks=helper_masks(role, bindings, convention))
             binding.runs_in_the_authors_model = ran_in_the_authors_run(binding, observed)
             try:
@@ -479,6 +481,14 @@ def masks_as_the_author_passes_them(binding, observed):
         elif shape[-1] == source[-1] != target[-1] and "src_mask" not in fed.values():
             added.append((name, "src_mask"))
     return plan + added if added else None
+
+
+def builds_by_name(cls, inner):
+    """Whether the class ``cls`` builds the class ``inner`` in its ``__init__``, by its global name."""
+    init = getattr(cls, "__init__", None)
+    code = getattr(init, "__code__", None)
+    return inspect.isclass(cls) and inspect.isclass(inner) and code is not None \
+        and inner.__name__ in code.co_names and init.__globals__.get(inner.__name__) is inner
 
 
 def ran_in_the_authors_run(binding, observed):

@@ -338,3 +338,47 @@ def test_a_bug_in_the_self_attention_class_is_still_named(tmp_path):
     records = {(c["component"], c["check"]): c for c in report["checks"]}
     record = records[("multi_head_attention", "scores_scaled_by_inverse_sqrt_d_k")]
     assert (record["verdict"], record["cause"]) == ("fail", "multi_head_attention.scale.sqrt_d_model"), record
+
+
+CORE_INSIDE_THE_MODEL = '''
+import math
+import torch
+from torch import nn
+
+
+class Transformer(nn.Module):
+    """The core alone, as torch.nn.Transformer: embedded vectors in, vectors out; it refuses token ids."""
+
+    def __init__(self, d_model, heads, d_ff, layers, dropout=0.1):
+        super().__init__()
+        self.body = nn.Transformer(d_model, heads, layers, layers, d_ff, dropout, batch_first=True)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None):
+        if not src.is_floating_point():
+            raise TypeError("the core takes embedded vectors")
+        return self.body(src, tgt)
+
+
+class Seq2SeqModel(nn.Module):
+    """The author's whole model: embeddings, the core, the pre-softmax map."""
+
+    def __init__(self, src_vocab, tgt_vocab, d_model=16, heads=2, d_ff=32, layers=1, dropout=0.1):
+        super().__init__()
+        self.d_model = d_model
+        self.src_lookup, self.tgt_lookup = nn.Embedding(src_vocab, d_model), nn.Embedding(tgt_vocab, d_model)
+        self.core = Transformer(d_model, heads, d_ff, layers, dropout)
+        self.generator = nn.Linear(d_model, tgt_vocab)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None):
+        scale = math.sqrt(self.d_model)
+        return self.generator(self.core(self.src_lookup(src) * scale, self.tgt_lookup(tgt) * scale))
+'''
+
+
+def test_a_core_named_transformer_inside_the_authors_model_is_not_the_model(tmp_path):
+    """``Transformer`` is the better name, but it takes embedded vectors and fails the model's call: the class that
+    builds it (with the embeddings and the pre-softmax map) is the model, not a class named less like one."""
+    path = tmp_path / "seq2seq.py"
+    path.write_text(CORE_INSIDE_THE_MODEL)
+    notes = load_implementation(str(path)).notes
+    assert any(note.startswith("model: Seq2SeqModel") for note in notes), notes
