@@ -2,11 +2,15 @@
 variants is searched, each variant as many times as it can occur, the structure settles between readings, and the
 readings that conform (projections without biases, §3.2) pass; the final norm of a pre-norm stack is part of
 pre-norm (``conformance/checks/test_norm_order.py``)."""
+import dataclasses
+
+import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from conformance.contract.interface import Config
+from conformance.contract.verdicts import Missing
 from conformance.reports import markdown
 from conformance.checks.test_norm_order import final_norm_deviation
 from conformance.checks.test_parameters import (best_reading, closed_form, describe, explain_variants, known_variants,
@@ -220,14 +224,18 @@ class TiedAtItsOwnSizes(nn.Module):
 
 
 def test_a_tied_embedding_at_the_authors_own_sizes_is_no_shared_layer():
-    """The matrix an embedding shares with the pre-softmax map is §3.4's tying whatever its size, not two layers
-    sharing weights (§3.1)."""
+    """The matrix an embedding shares with the pre-softmax map is §3.4's tying whatever its vocabulary, not two
+    layers sharing weights (§3.1); a model none of whose matrices has the configured width is not read at all."""
     from conformance.checks.test_parameters import test_layers_do_not_share_weights
     from conformance.contract.interface import Implementation
     impl = Implementation("tied", {"model": TiedAtItsOwnSizes})
-    cfg = Config(d_model=6, h=3, d_ff=12, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=11, max_len=12)
+    cfg = Config(d_model=16, h=4, d_ff=32, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=11, max_len=12)
     drawn = dict(cfg=cfg, batch=2, src_len=3, tgt_len=4, dtype=torch.float64, seed=0)
     test_layers_do_not_share_weights.hypothesis.inner_test(impl, "cpu", "model", drawn)
+    narrow = dict(drawn, cfg=dataclasses.replace(cfg, d_model=6, h=3, d_ff=12))
+    with pytest.raises(Missing) as missing:
+        test_layers_do_not_share_weights.hypothesis.inner_test(impl, "cpu", "model", narrow)
+    assert missing.value.cause == "adapter.sizes_fixed_by_the_code"
 
 
 class RawHeads(nn.Module):
