@@ -35,7 +35,7 @@ from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOT
                                 fails_on_shapes, float32_only, helper_masks, hides_a_masked_key,
                                 hides_padded_keys, learns_weights, masking_shown,
                                 masks_of_another_shape, target_shift, works_in_layout, works_memory_first)
-from adapters.building import PROBE, Binding, build_error, constructed_by_name
+from adapters.building import PROBE, Binding, build_error, builds_by_name, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
                                  in_torch_style, plan_arguments, positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
@@ -236,7 +236,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         first_failure = partial = None
         for score, name, obj in options:
             if role == "model" and first_failure is not None and score < first_failure[2] \
-                    and not builds_by_name(obj, first_failure[0].target):
+                    and not builds_by_name(obj, getattr(first_failure[0].target, "__name__", None),
+                                           first_failure[0].target):
                 break  # the model its name says fails: missing, never replaced by a class named less like one
                 # (unless that class wraps it: the core of torch.nn.Transformer's kind inside the author's model)
             binding = Binding(role, name, obj, masks=helper_masks(role, bindings, convention))
@@ -481,14 +482,6 @@ def masks_as_the_author_passes_them(binding, observed):
         elif shape[-1] == source[-1] != target[-1] and "src_mask" not in fed.values():
             added.append((name, "src_mask"))
     return plan + added if added else None
-
-
-def builds_by_name(cls, inner):
-    """Whether the class ``cls`` builds the class ``inner`` in its ``__init__``, by its global name."""
-    init = getattr(cls, "__init__", None)
-    code = getattr(init, "__code__", None)
-    return inspect.isclass(cls) and inspect.isclass(inner) and code is not None \
-        and inner.__name__ in code.co_names and init.__globals__.get(inner.__name__) is inner
 
 
 def ran_in_the_authors_run(binding, observed):

@@ -221,17 +221,21 @@ def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
     return built
 
 
+def builds_by_name(cls, name, inner):
+    """Whether the class ``cls`` builds the class ``inner`` in its ``__init__``, by the global ``name``
+    (``self.attn = MultiHeadAttention(n_head, d_model, ...)``)."""
+    init = getattr(cls, "__init__", None)
+    code = getattr(init, "__code__", None)
+    return inspect.isclass(cls) and inspect.isclass(inner) and code is not None and name in code.co_names \
+        and init.__globals__.get(name) is inner
+
+
 def constructed_by_name(binding, bindings):
     """The broken bindings (they fail under their canonical call) whose class ``binding``'s ``__init__`` builds
-    itself, by its global name (``self.attn = MultiHeadAttention(n_head, d_model, ...)``); not a class without a
-    forward of its own (nothing tells how the block calls it: the crash it causes is the finding)."""
-    init = getattr(binding.target, "__init__", None)
-    code, namespace = getattr(init, "__code__", None), getattr(init, "__globals__", {})
-    if code is None or not inspect.isclass(binding.target):
-        return []
+    itself, by its global name; not a class without a forward of its own (nothing tells how the block calls it: the
+    crash it causes is the finding)."""
     return [b for b in bindings.values() if not b.composes and b is not binding and inspect.isclass(b.target)
-            and b.target.forward is not nn.Module.forward and b.name in code.co_names
-            and namespace.get(b.name) is b.target]
+            and b.target.forward is not nn.Module.forward and builds_by_name(binding.target, b.name, b.target)]
 
 
 KEPT = contextvars.ContextVar("kept", default=())

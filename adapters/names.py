@@ -180,6 +180,8 @@ def names_padding_only(name):
     helper, never the subsequent mask of §3.2.3, whatever else its name shares with one (``make_tgt_mask``)."""
     n = normalize(name)
     return "pad" in n and not any(word in n for word in FUTURE_WORDS | {"tril", "triu", "square"})
+
+
 ROLE_WORDS = {"sublayer_connection": ("sublayer", "residual"), "generator": ("generator",)}
 """Words that name a role inside a longer name (``SublayerLogic``, ``DecoderGenerator``)."""
 

@@ -36,7 +36,7 @@ from hypothesis import given
 from adapters.in_place import ROLES, record
 from conformance.contract import harness, strategies
 from conformance.contract.harness import (Case, at_real_positions, canonical_inputs, difference,
-                                          padded_target_positions, role_instances)
+                                          padded_target_positions, role_instances, unfed_mask_parameters)
 from conformance.contract.interface import Config, MissingRole
 from conformance.contract.probes import SoftmaxWatch, constant_ratio, sdpa_scale
 from conformance.checks.test_layer_norm import affine_parameters, factors, fits, wrong_axis
@@ -318,7 +318,7 @@ def future_in_place(case, run):
         if wrong is not None:
             observed = (f"after changing the target tokens at positions >= {t}, the outputs at positions < {t} "
                         f"change, first in the output of {at(first)}: {wrong}")
-            unfed = getattr(run.model, "unfed_mask_parameters", list)()
+            unfed = unfed_mask_parameters(run.model)
             if unfed:  # (the mask its author passes there, which the checker could not tell, may hide them)
                 raise Missing("adapter.mask_parameter_not_fed", FUTURE_REQUIRED, f"{observed}; its forward has the "
                               f"mask parameters {', '.join(unfed)}, which the checker's call leaves at their "

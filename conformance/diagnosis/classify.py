@@ -188,10 +188,11 @@ def stated_precondition(exc, tb):
     under an ``if`` testing only them (``if tie and src_vocab != tgt_vocab: raise ValueError(...)``), or the
     unpacking of an argument's shape (``batch_size, seq_len = x.size()``: an input of another rank was expected).
     A precondition written for callers, so a call not meeting it was the checker's; None for any other crash."""
-    frame, line = next(((f, n) for f, n in reversed(list(traceback.walk_tb(tb)))), (None, None))
-    if frame is None or is_checker_code(frame.f_code.co_filename):
+    raised = raising_statement(tb)
+    if raised is None:
         return None
-    node, code = statement_at(frame.f_code.co_filename, line), frame.f_code
+    frame, line, node = raised
+    code = frame.f_code
     if isinstance(exc, AssertionError) and isinstance(node, ast.Assert):
         tested = node.test
     elif isinstance(exc, ValueError) and "values to unpack" in str(exc) and isinstance(node, ast.Assign) \
@@ -216,12 +217,11 @@ def number_for_a_sequence(exc, tb):
     """``the argument 'name' of f`` when ``exc`` is Python refusing to index, iterate or measure a number, raised by a
     statement of the author's naming an argument of its function that holds a number
     (``for n_in, n_out in zip(widths[:-1], widths[1:])`` given ``widths=64``); else None."""
-    if not isinstance(exc, TypeError) or not NUMBER_AS_SEQUENCE.search(str(exc)):
+    raised = raising_statement(tb) if isinstance(exc, TypeError) and NUMBER_AS_SEQUENCE.search(str(exc)) else None
+    if raised is None:
         return None
-    frame, line = next(((f, n) for f, n in reversed(list(traceback.walk_tb(tb)))), (None, None))
-    if frame is None or is_checker_code(frame.f_code.co_filename):
-        return None
-    node, code = statement_at(frame.f_code.co_filename, line), frame.f_code
+    frame, _, node = raised
+    code = frame.f_code
     arguments = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     named = set(used_as_sequences(node)) if node is not None else set()
     numbers = [a for a in arguments if a in named and type(frame.f_locals.get(a)) in (int, float)]
@@ -253,6 +253,15 @@ def guarding_if(code, line):
         return None
     return next(((node, node.test) for node in ast.walk(tree) if isinstance(node, ast.If) and any(
         isinstance(s, ast.Raise) and s.lineno + code.co_firstlineno - 1 == line for s in node.body)), None)
+
+
+def raising_statement(tb):
+    """``(frame, line, statement)`` where the author's code raised (the innermost frame of ``tb``, its statement
+    parsed, or None when unreadable); None when the innermost frame is the checker's own."""
+    frame, line = next(((f, n) for f, n in reversed(list(traceback.walk_tb(tb)))), (None, None))
+    if frame is None or is_checker_code(frame.f_code.co_filename):
+        return None
+    return frame, line, statement_at(frame.f_code.co_filename, line)
 
 
 def is_shape(node):
