@@ -1,6 +1,7 @@
 """Collecting the checks: each check's component (its ``component`` parameter or marker), family (its module
 ``test_<family>.py``) and name, the markers they get, and the fixtures every check takes: ``impl`` (the
 implementation under test, loaded once), ``device`` and ``contract``."""
+import gc
 import traceback
 
 import pytest
@@ -44,6 +45,7 @@ def implementation(config):
     as a note, so an exception escaping it is the checker's own: the run stops once, with the checker's traceback,
     as pytest's internal error (exit status 3), never as hundreds of errors blamed on the author."""
     if IMPL not in config.stash:
+        kept_out_of_collections()  # (torch and the checks, which loading's builds would make it scan again and again)
         try:
             config.stash[IMPL] = load_implementation(config.getoption("impl"))
         except ImplementationNotFound as exc:  # nothing at that path or name: the command line's mistake
@@ -51,7 +53,16 @@ def implementation(config):
         except Exception:  # noqa: BLE001 (the checker's own crash: stop the run and say so)
             pytest.exit(f"INTERNAL ERROR of the checker while reading --impl={config.getoption('impl')}:\n"
                         f"{traceback.format_exc()}{BUG_REPORT}", returncode=pytest.ExitCode.INTERNAL_ERROR)
+        kept_out_of_collections()
     return config.stash[IMPL]
+
+
+def kept_out_of_collections():
+    """Move what the run keeps to its end (torch, hypothesis, the checks; then the implementation loaded) out of the
+    garbage collector's view: each full collection while loading and checking, and pytest's own at the end of the
+    run, then scans only what was made since, not the 200,000 objects before (a second or two of a run)."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")
