@@ -439,6 +439,22 @@ def where(change):
     return (f" of the layer {path!r}" if path else "") + f" ({observed})"
 
 
+def drops_every_sub_layer_output(block, inputs, nullifiers, changed):
+    """Whether, every sub-layer made to output 0 at once (``nullifiers``), the output stays as it was (``changed``
+    says): one run in place of one a sub-layer. When it changes, ``block``'s weights and ``inputs`` are put back as
+    they were, for the sub-layers to be made to output 0 one at a time and the first that shows to be named."""
+    weights, given = [p.detach().clone() for p in block.parameters()], list(inputs)
+    for _, nullify in nullifiers:
+        nullify()
+    if not changed():
+        return True
+    with torch.no_grad():
+        for p, saved in zip(block.parameters(), weights):
+            p.copy_(saved)
+    inputs[:] = given
+    return False
+
+
 def check_dropout_placement(case, component):
     """§5.4 on one case: see :func:`test_dropout_on_sub_layer_outputs`. A stack is built at two layers whatever
     the drawn N: two show whether every layer drops its sub-layers' outputs, more only repeat it (at the paper's six,
@@ -464,15 +480,18 @@ def check_dropout_placement(case, component):
         return  # no dropout the checker controls (test_dropout_acts_in_training says whether there is one at all)
     repro = case.reproduction(component, "# in training, with every dropout of the d_model-wide activations made to "
                                          "drop everything: conformance.contract.probes.dropout_control")
-    for what, nullify in sub_layer_nullifiers(component, block, layers, inputs):
-        nullify()
-        change = first_change(dropped, controlled(True), case)
-        if change:
-            raise Failure(f"{component}.sublayer_dropout_missing", RESIDUAL_DROPOUT + "; so once every dropout "
-                          "drops everything, no sub-layer's output reaches the output",
-                          f"with every dropout dropping everything, {what} still changes the output"
-                          + where(change) + ": that sub-layer's output is added without dropout, x + Sublayer(x)",
-                          repro)
+    nullifiers = sub_layer_nullifiers(component, block, layers, inputs)
+    if not drops_every_sub_layer_output(block, inputs, nullifiers,
+                                        changed=lambda: first_change(dropped, controlled(True), case)):
+        for what, nullify in nullifiers:
+            nullify()
+            change = first_change(dropped, controlled(True), case)
+            if change:
+                raise Failure(f"{component}.sublayer_dropout_missing", RESIDUAL_DROPOUT + "; so once every dropout "
+                              "drops everything, no sub-layer's output reaches the output",
+                              f"with every dropout dropping everything, {what} still changes the output"
+                              + where(change) + ": that sub-layer's output is added without dropout, x + Sublayer(x)",
+                              repro)
     if component != "sublayer_connection":
         for _, layer in layers:
             zero_non_norm_parameters(layer)
