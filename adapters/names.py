@@ -7,6 +7,7 @@ sub-blocks a constructor receives or builds at an attribute, and for the canonic
 the fuzzy matching (:func:`name_score`) that lets ``EndoderBlock`` still name an encoder layer.
 """
 import difflib
+import functools
 import re
 
 ROLE_NAMES = {
@@ -123,8 +124,17 @@ CANONICAL_CALLS = {
 }
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize(name):
+    """``name`` lower-cased with everything but letters and digits dropped (remembered: the call plans of every
+    build and call read the same few names again and again)."""
     return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+@functools.lru_cache(maxsize=None)
+def call_names(canonical):
+    """The names (normalized) that say a parameter takes the canonical input ``canonical`` (:data:`CALL_NAMES`)."""
+    return frozenset(normalize(s) for s in CALL_NAMES[canonical])
 
 
 def names_a_padding_mask(name):
