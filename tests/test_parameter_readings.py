@@ -238,6 +238,32 @@ def test_a_tied_embedding_at_the_authors_own_sizes_is_no_shared_layer():
     assert missing.value.cause == "adapter.sizes_fixed_by_the_code"
 
 
+def test_a_model_at_sizes_of_its_own_is_built_once_a_width():
+    """Each build of a model fixed at sizes of its own is the author's model at full size and says the same thing:
+    once one says so at a width, later checks at that width say it without building it again; another width is
+    built anew."""
+    from conformance.contract.harness import Case
+    from conformance.contract.interface import Implementation
+    built = []
+
+    class Counted(TiedAtItsOwnSizes):
+        def __init__(self):
+            super().__init__()
+            built.append(self)
+    impl = Implementation("counted", {"model": Counted})
+    cfg = Config(d_model=6, h=3, d_ff=12, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=11, max_len=12)
+    for seed in (0, 1, 2):
+        with pytest.raises(Missing) as missing:
+            Case(impl, device="cpu", cfg=cfg, batch=1, src_len=3, tgt_len=4, dtype=torch.float64, seed=seed).build(
+                "model")
+        assert missing.value.cause == "adapter.sizes_fixed_by_the_code"
+        assert "none of its weights is 6 wide" in missing.value.observed
+    assert len(built) == 1
+    wide = Case(impl, device="cpu", cfg=dataclasses.replace(cfg, d_model=16, h=4, d_ff=32), batch=1, src_len=3,
+                tgt_len=4, dtype=torch.float64, seed=0).build("model")
+    assert isinstance(wide, Counted) and len(built) == 2
+
+
 class RawHeads(nn.Module):
     """Multi-head attention whose W^Q, W^K, W^V are (h, d_model, d_k) parameters of its own, used through einsum,
     with ``biased`` vectors beside them or none; W^O a bias-free nn.Linear."""

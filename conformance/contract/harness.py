@@ -1,6 +1,7 @@
 """What every check uses: a :class:`Case` (implementation, configuration, inputs) and the canonical calls."""
 import contextlib
 import dataclasses
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -14,6 +15,10 @@ MODULE_ROLES = ("embedding", "positional_encoding", "multi_head_attention", "fee
 PAD = 0
 LATEST_CASE = None
 """The case most recently drawn: the plugin adds its reproduction to a finding that has none."""
+SIZES_OF_THEIR_OWN = weakref.WeakKeyDictionary()
+"""Implementation -> {(role, d_model, causal): words}: the blocks found building at sizes of their own whatever
+they are given (:func:`widths_not_taken`), not built again at that width: each such build is the author's model at
+its full size (d_model = 512 and six layers, a second or more) and says the same each time."""
 WATCH = None
 """While a check runs: what records the calls the check makes to the roles it builds (the plugin sets it, see
 ``conformance.diagnosis.evidence.CheckCalls``): ``WATCH.module(role, module)`` for each module :meth:`Case.build` returns, and
@@ -88,14 +93,18 @@ class Case:
         if role in FUNCTION_ROLES:
             return OnCopies(self.impl.function(role), role)
         seed_generators(self.seed, self.device)
-        module = self.impl.build(role, self.cfg, causal=True) if causal else self.impl.build(role, self.cfg)
-        if causal and module is None:
-            return None
-        if not isinstance(module, nn.Module):
-            raise Failure(f"{role}.not_a_module", f"the {role} role to build a torch.nn.Module",
-                          f"{type(module).__name__}")
-        ignored = widths_not_taken(module, self.cfg)
+        own_sizes, width = SIZES_OF_THEIR_OWN.setdefault(self.impl, {}), (role, self.cfg.d_model, causal)
+        ignored = own_sizes.get(width)
+        if ignored is None:
+            module = self.impl.build(role, self.cfg, causal=True) if causal else self.impl.build(role, self.cfg)
+            if causal and module is None:
+                return None
+            if not isinstance(module, nn.Module):
+                raise Failure(f"{role}.not_a_module", f"the {role} role to build a torch.nn.Module",
+                              f"{type(module).__name__}")
+            ignored = widths_not_taken(module, self.cfg)
         if ignored:
+            own_sizes[width] = ignored
             raise Missing("adapter.sizes_fixed_by_the_code", f"the {role} built at the configured sizes ({self.cfg})",
                           ignored)
         if WATCH is not None:
