@@ -2,6 +2,8 @@
 by ``--hypothesis-profile``), and its digest of a check computed once (``conformance.startup`` runs first, before
 anything imports hypothesis)."""
 import conformance.startup  # noqa: F401  (first: before hypothesis is imported)
+import inspect
+
 import hypothesis.core
 from hypothesis import HealthCheck, Phase, settings
 
@@ -23,8 +25,23 @@ def function_digest(function, compute=hypothesis.core.function_digest):
     pytest plugin sets on the function for each parametrized item (its node id), so the key is part of ours."""
     key = (id(function), getattr(function, "_hypothesis_internal_add_digest", None))
     if key not in DIGESTS:
-        DIGESTS[key] = (function, compute(function))  # (the function is kept: its id stays its own)
+        getsource, inspect.getsource = inspect.getsource, source_of  # (one check, many items: its source read once)
+        try:
+            DIGESTS[key] = (function, compute(function))  # (the function is kept: its id stays its own)
+        finally:
+            inspect.getsource = getsource
     return DIGESTS[key][1]
+
+
+SOURCES = {}
+
+
+def source_of(function, getsource=inspect.getsource):
+    """``inspect.getsource(function)``, read once a function (tokenizing the module from the function's first line
+    each time, a millisecond an item): what hypothesis's digest reads for every parametrized item of a check."""
+    if id(function) not in SOURCES:
+        SOURCES[id(function)] = (function, getsource(function))
+    return SOURCES[id(function)][1]
 
 
 hypothesis.core.function_digest = function_digest

@@ -113,3 +113,25 @@ def test_components_are_markers(tmp_path):
     code, output, report = run_suite("-m", "layer_norm", tmp_path=tmp_path)
     assert code == 0, output
     assert {c["component"] for c in report["checks"]} == {"layer_norm"}
+
+
+def test_each_checks_digest_is_hypothesis_own():
+    """The seed of a check's examples is hypothesis's digest of it, which the plugin computes once a check and an
+    item and reads each check's source once for: the same digest hypothesis computes itself, for every check and
+    item key, so the examples drawn are hypothesis's own."""
+    import importlib
+    import pkgutil
+
+    from hypothesis.internal.reflection import function_digest as hypothesis_digest
+
+    import conformance.checks
+    from conformance.hypothesis_setup import function_digest
+    checks = [check for info in pkgutil.iter_modules(conformance.checks.__path__)
+              for name, check in vars(importlib.import_module(f"conformance.checks.{info.name}")).items()
+              if name.startswith("test_") and callable(check)]
+    assert len(checks) > 50
+    for check in checks:
+        for key in (b"[model]", b"[attention]"):
+            check._hypothesis_internal_add_digest = key
+            assert function_digest(check) == hypothesis_digest(check), check.__name__
+        del check._hypothesis_internal_add_digest
