@@ -264,6 +264,15 @@ def test_a_model_at_sizes_of_its_own_is_built_once_a_width():
     assert isinstance(wide, Counted) and len(built) == 2
 
 
+def test_a_vocabulary_as_large_as_the_width_asked_is_no_width_taken():
+    """An embedding's rows are its words: a model fixed at 16 wide and 50 words, asked for d_model = 50, took none
+    of the checker's sizes (its embedding has 50 rows, and no weight is 50 wide); asked for 16, it did."""
+    from conformance.contract.harness import widths_not_taken
+    cfg = Config(d_model=50, h=5, d_ff=100, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=11, max_len=12)
+    assert "none of its weights is 50 wide" in widths_not_taken(TiedAtItsOwnSizes(), cfg)
+    assert widths_not_taken(TiedAtItsOwnSizes(), dataclasses.replace(cfg, d_model=16, h=4, d_ff=32)) is None
+
+
 class RawHeads(nn.Module):
     """Multi-head attention whose W^Q, W^K, W^V are (h, d_model, d_k) parameters of its own, used through einsum,
     with ``biased`` vectors beside them or none; W^O a bias-free nn.Linear."""
