@@ -1,10 +1,11 @@
 """Times the default conformance suite against the floor of importing torch, measured in the same run: on the
 reference (in one process and with ``-n 2``), then on each style study (``tests/styles/``), with where the time
 went, stage by stage (``benchmarks/stage_timer.py``); with ``--paper-sizes``, the reference at the paper's base
-sizes (``benchmarks/paper_sizes.py``) beside its small twin.
+sizes (``benchmarks/paper_sizes.py``) beside its small twin; with ``--fixed-sizes``, the reference built at those
+sizes whatever each check asks (``benchmarks/fixed_sizes.py``), as code that fixes its own sizes is.
 
     python benchmarks/bench_suite.py [--repeat 3] [--impl reference] [--no-studies] [--only NAME ...]
-                                     [--studies-jobs N] [--paper-sizes [-k EXPR]]
+                                     [--studies-jobs N] [--paper-sizes [-k EXPR]] [--fixed-sizes]
 
 Each run prints its wall time and CPU time (all its processes), each with its ratio to the floor's (``python -c
 "import torch"``; the machine may be shared: CPU time varies less), and its stages in wall seconds: ``start``
@@ -116,6 +117,8 @@ def main():
     parser.add_argument("--paper-sizes", action="store_true",
                         help="also the reference at the paper's base sizes beside its small twin (minutes)")
     parser.add_argument("-k", dest="keyword", help="with --paper-sizes: only the checks pytest's -k selects")
+    parser.add_argument("--fixed-sizes", action="store_true",
+                        help="also the reference built at the paper's sizes whatever a check asks")
     args = parser.parse_args()
     floors = [timed_run([sys.executable, "-c", "import torch"]) for _ in range(args.repeat)]
     floor = (statistics.median(f[0] for f in floors), statistics.median(f[1] for f in floors))
@@ -138,6 +141,12 @@ def main():
         print(row("drawn sizes", small, floor))
         print(row("paper's sizes", paper, floor) + f"   {paper[0] / small[0]:.1f}x the drawn sizes")
         print(f"  checks by family, paper's sizes: {families(paper[3])}")
+    if args.fixed_sizes:
+        fixed = timed_run(suite(args.impl, "-p", "no:xdist", "-p", "benchmarks.fixed_sizes"), True)
+        print("\nbuilt at the paper's base sizes whatever a check asks (code fixing its own sizes: the checker "
+              "finds it out and says so), one process")
+        print(HEADER)
+        print(row("sizes of its own", fixed, floor) + f"   {fixed[0] / serial[0]:.1f}x the suite at drawn sizes")
     if not args.no_studies:
         time_studies(floor, args.only, args.studies_jobs)
 
