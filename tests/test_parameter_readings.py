@@ -268,8 +268,14 @@ def test_a_vocabulary_as_large_as_the_width_asked_is_no_width_taken():
     """An embedding's rows are its words: a model fixed at 16 wide and 50 words, asked for d_model = 50, took none
     of the checker's sizes (its embedding has 50 rows, and no weight is 50 wide); asked for 16, it did."""
     from conformance.contract.harness import widths_not_taken
-    cfg = Config(d_model=50, h=5, d_ff=100, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=11, max_len=12)
+    cfg = Config(d_model=50, h=5, d_ff=100, dropout=0.0, N=2, vocab_size=50, src_vocab=50, tgt_vocab=50, max_len=12)
     assert "none of its weights is 50 wide" in widths_not_taken(TiedAtItsOwnSizes(), cfg)
+    transposed = nn.Embedding(50, 11)  # (d_model rows and a row a feature: the sizes it was given, misplaced)
+    assert widths_not_taken(transposed, dataclasses.replace(cfg, vocab_size=11, src_vocab=50)) is None
+    with_a_padding_row = nn.Embedding(51, 50)  # (a row more than the words, d_model wide: the width it was given)
+    assert widths_not_taken(with_a_padding_row, cfg) is None
+    assert "none of its weights is 50 wide" in widths_not_taken(nn.LayerNorm(512), cfg)  # (vectors, no matrix)
+    assert widths_not_taken(nn.LayerNorm(50), cfg) is None
     assert widths_not_taken(TiedAtItsOwnSizes(), dataclasses.replace(cfg, d_model=16, h=4, d_ff=32)) is None
 
 

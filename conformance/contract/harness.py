@@ -205,13 +205,15 @@ def at_real_positions(out, padded, axis=1):
 def widths_not_taken(module, cfg):
     """Words for a block whose weights show none of the configured model width (a factory building at the sizes of
     its own configuration, d_model = 512 where 6 was asked): the checker's sizes never reached it; else None."""
-    words = {id(m.weight) for m in module.modules() if isinstance(m, nn.Embedding)}
-    shapes = [tuple(p.shape)[1:] if id(p) in words else tuple(p.shape) for p in module.parameters()
-              if not isinstance(p, nn.parameter.UninitializedParameter) and p.dim() >= 2]  # (matrices: a scalar gain
-    # says no width; an embedding's width is its columns, its rows a vocabulary that may be as many as d_model)
-    if not shapes or any(cfg.d_model in shape for shape in shapes):
-        return None
-    widths = sorted({size for shape in shapes for size in shape}, reverse=True)[:4]
+    weights = [p for p in module.parameters() if not isinstance(p, nn.parameter.UninitializedParameter)]
+    matrices = [p for p in weights if p.dim() >= 2] or [p for p in weights if p.dim() == 1 and p.numel() > 1]
+    # (a LayerNorm's vectors where no matrix is; a scalar gain says no width)
+    tables = {id(m.weight) for m in module.modules() if isinstance(m, nn.Embedding)}
+    sizes = {cfg.d_model, cfg.vocab_size, cfg.src_vocab, cfg.tgt_vocab, cfg.max_len}
+    if not matrices or any(cfg.d_model in p.shape and (id(p) not in tables or p.shape[1] in sizes)
+                           for p in matrices):  # (an embedding whose words are as many as d_model by chance, its
+        return None                             # width a size of its own, took none)
+    widths = sorted({size for p in matrices for size in p.shape}, reverse=True)[:4]
     return (f"none of its weights is {cfg.d_model} wide (the configured d_model); their sizes include "
             f"{', '.join(map(str, widths))}: its code builds at sizes of its own, whatever it is given")
 
