@@ -15,7 +15,8 @@ import torch.nn as nn
 
 from adapters.lint import self_attributes
 from adapters.masks import LENGTHS, mask_lengths, to_convention, torch_mask
-from adapters.names import CANONICAL_CALLS, FUTURE_WORDS, call_names, names_a_padding_mask, normalize
+from adapters.names import (CANONICAL_CALLS, FUTURE_WORDS, NORMALIZED_CALL_NAMES, names_a_padding_mask,
+                           normalize)
 from conformance.contract.harness import PAD
 
 
@@ -46,7 +47,7 @@ def call_plan(parameters, wanted, torch_style=False, by_name=True):
         n = normalize(p.name)
         plan[i] = lengths_of(p.name, wanted, plan) or pad_index_of(p.name, wanted) or length_of_x(p.name, wanted)
         for canonical in wanted if plan[i] is None else ():
-            if n in call_names(canonical) and canonical not in plan:
+            if n in NORMALIZED_CALL_NAMES[canonical] and canonical not in plan:
                 if canonical in ("src_mask",) and "tgt_mask" in wanted and n in ("mask", "attnmask", "attentionmask"):
                     continue
                 plan[i] = canonical
@@ -95,7 +96,7 @@ def length_of_x(name, wanted):
     """``"length"`` for a parameter named for a sequence length (``L``, ``seq_len``) of a block whose canonical call
     gives it one sequence ``x`` alone (a positional encoding called ``pos(L, device)`` for the rows of the first
     ``L`` positions, §3.5); else None."""
-    if wanted != ["x"] or normalize(name) in call_names("x"):
+    if wanted != ["x"] or normalize(name) in NORMALIZED_CALL_NAMES["x"]:
         return None
     return LENGTH if normalize(name) in LENGTH_NAMES or name_words(name) & {"len", "length"} else None
 
@@ -119,7 +120,7 @@ def pad_index_of(name, wanted):
     words = name_words(name)
     if "pad_idx" in wanted or words & {"mask", "masks"} or not words & PAD_WORDS:
         return None
-    named = normalize(name) in call_names("pad_idx") or words & INDEX_WORDS
+    named = normalize(name) in NORMALIZED_CALL_NAMES["pad_idx"] or words & INDEX_WORDS
     return f"value:{PAD}" if named else None
 
 

@@ -21,7 +21,7 @@ from adapters import multipliers
 from adapters.building import (AUTHORS_OWN, KEPT, PROBE, Binding, build_from_plan, config_fields, probe_build,
                                stack_layer_role)
 from adapters.call_plans import name_words
-from adapters.names import FUTURE_WORDS, SUBMODULE_NAMES, argument_role, normalize
+from adapters.names import FUTURE_WORDS, NORMALIZED_SUBMODULE_NAMES, argument_role, normalize
 
 
 def submodule_role(parameter, bindings, role):
@@ -42,8 +42,8 @@ def submodule_role(parameter, bindings, role):
         return stack_layer_role(role)
     if n in ("layers", "encoderblocks", "decoderblocks", "blocks", "encoderlayers", "decoderlayers", "layerlist"):
         return "layers"
-    for sub_role, names in SUBMODULE_NAMES.items():
-        if n in {normalize(s) for s in names}:
+    for sub_role, names in NORMALIZED_SUBMODULE_NAMES.items():
+        if n in names:
             return sub_role
     return None
 

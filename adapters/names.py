@@ -131,10 +131,14 @@ def normalize(name):
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-@functools.lru_cache(maxsize=None)
-def call_names(canonical):
-    """The names (normalized) that say a parameter takes the canonical input ``canonical`` (:data:`CALL_NAMES`)."""
-    return frozenset(normalize(s) for s in CALL_NAMES[canonical])
+def normalized(table):
+    """A table of names (``ROLE_NAMES``, ``CALL_NAMES``, ...) with each key's names normalized, made once."""
+    return {key: frozenset(normalize(s) for s in names) for key, names in table.items()}
+
+
+NORMALIZED_CALL_NAMES = normalized(CALL_NAMES)
+NORMALIZED_ARGUMENT_NAMES = normalized(ARGUMENT_NAMES)
+NORMALIZED_SUBMODULE_NAMES = normalized(SUBMODULE_NAMES)
 
 
 def names_a_padding_mask(name):
@@ -154,8 +158,8 @@ def argument_role(name):
     """The canonical hyperparameter a constructor argument name stands for, or None; a size given once per side
     (``enc_num_heads``, ``d_ff_decoder``) is the paper's one size (§3.1: both stacks have the same shape)."""
     n = normalize(name)
-    for canonical, names in ARGUMENT_NAMES.items():
-        if n in {normalize(s) for s in names}:
+    for canonical, names in NORMALIZED_ARGUMENT_NAMES.items():
+        if n in names:
             return canonical
     side, _, rest = name.lower().partition("_")
     if side not in SIDES + SUMS:  # or a suffix: ``d_model_encoder``
@@ -196,7 +200,7 @@ ROLE_WORDS = {"sublayer_connection": ("sublayer", "residual"), "generator": ("ge
 """Words that name a role inside a longer name (``SublayerLogic``, ``DecoderGenerator``)."""
 
 
-NORMALIZED = {role: {normalize(s) for s in synonyms} for role, synonyms in ROLE_NAMES.items()}
+NORMALIZED = normalized(ROLE_NAMES)
 
 
 def names_the_role(name, role):
