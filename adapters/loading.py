@@ -538,8 +538,32 @@ def _import_project(result: LoadedCode, cell_timeout: float) -> None:
             name = name.removesuffix(".__init__")
         if name == "__init__" or name in sys.modules:  # (the root's own __init__.py is no module of it)
             continue
+        folder = shadowed_folder(directory, base, name)
+        if folder is not None:  # (run from inside that folder, as its scripts are: its modules are top-level)
+            if str(folder) not in sys.path:
+                sys.path.insert(0, str(folder))
+                result.roots.insert(0, str(folder))
+            name = ".".join(file.relative_to(folder).with_suffix("").parts)
+            if name in sys.modules:
+                continue
         _import_with_placeholders(result, name, directory, cell_timeout, out)
     result.cells[0].output = out.text
+
+
+def shadowed_folder(directory: Path, base: Path, name: str) -> Path | None:
+    """The plain folder (no ``__init__.py``) of the project that module ``name`` lies in when a module from outside
+    the project owns that folder's name (``code/model.py`` beside the standard library's ``code``): its author runs
+    the scripts in it from there, so ``code.model`` was never an import of theirs; else None."""
+    top = name.split(".")[0]
+    folder = base / top
+    if "." not in name or (folder / "__init__.py").exists():
+        return None
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(spec, "origin", None)
+    return folder if origin and not _is_under(origin, directory) else None
 
 
 FOLDERS = ("package", "project")

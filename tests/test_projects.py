@@ -307,6 +307,14 @@ def test_a_project_folder_is_read_whole_and_its_scripts_are_not_run(tmp_path):
     assert not ran.exists()
 
 
+def test_a_plain_folder_named_as_a_standard_module_is_imported_as_its_scripts_run(tmp_path):
+    """``code/model.py`` with no ``__init__.py``: ``code`` is the standard library's module, so ``code.model`` is no
+    import of its author's, who runs the scripts from inside ``code/``: its modules are read as top-level ones."""
+    project = write(tmp_path / "repo", {"README.md": "a project", "code/layers.py": FFN})
+    impl = load_implementation(str(project))
+    assert "feed_forward" in impl.roles, impl.notes
+
+
 def test_a_folder_whose_modules_import_its_folders_by_name_is_a_project_though_it_has_an_init(tmp_path):
     """An empty ``__init__.py`` at the root, the modules importing ``from models.layers import ...``: the code runs
     from the folder itself, so it is read as a project root, not imported as a package from the folder above."""
