@@ -160,9 +160,9 @@ def name_words(name):
     return set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()))
 
 
-CROSS_KEYS = {"kv", "keyvalue"}
-"""Words naming the keys and values of the decoder's cross-attention, which come from the encoder (§3.2.3): a mask
-named for them (``kv_mask``) hides the source's padding."""
+CROSS_KEYS = {"kv", "keyvalue", "cross", "crs"}
+"""Words naming the decoder's cross-attention or its keys and values, which come from the encoder (§3.2.3): a mask
+named for them (``kv_mask``, ``crs_mask``) hides the source's padding."""
 
 
 def mask_named_again(name, wanted, plan):

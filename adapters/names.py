@@ -64,8 +64,9 @@ ARGUMENT_NAMES = {
     "max_len": ["max_len", "L", "seq_len", "max_seq_len", "n_position", "max_length", "maxlen", "src_seq_len", "tgt_seq_len",
                 "context_length", "block_size", "max_positions", "max_seq_length", "max_position_embeddings",
                 "seq_length", "n_positions", "max_sequence_length", "maximum_position_encoding", "length"],
-    "d_k": ["d_k", "dk", "head_dim", "d_head", "head_size", "dim_head", "d_q", "key_dim", "d_key"],
-    "d_v": ["d_v", "dv", "value_dim", "d_value"],
+    "d_k": ["d_k", "dk", "head_dim", "d_head", "head_size", "dim_head", "d_q", "key_dim", "d_key", "dim_k", "dim_q",
+            "dim_key"],
+    "d_v": ["d_v", "dv", "value_dim", "d_value", "dim_v", "dim_value"],
     "pad_idx": ["pad_idx", "src_pad_idx", "trg_pad_idx", "tgt_pad_idx", "padding_idx", "pad_token_id", "pad_id"],
 }
 

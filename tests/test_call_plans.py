@@ -58,9 +58,14 @@ def test_the_source_padding_feeds_the_encoder_and_the_decoder():
 
     def cross_keys(src_ids, tgt_ids, src_mask=None, tgt_mask=None, kv_mask=None):
         pass
+
+    def cross_attention(x, y, src_mask=None, tgt_mask=None, crs_mask=None):
+        pass
     assert plan(forward, ["src", "tgt", "src_mask", "tgt_mask"], by_name=False) == [
         "src", "tgt", "src_mask", "tgt_mask", "src_mask"]
     assert plan(cross_keys, ["src", "tgt", "src_mask", "tgt_mask"]) == [
+        "src", "tgt", "src_mask", "tgt_mask", "src_mask"]
+    assert plan(cross_attention, ["src", "tgt", "src_mask", "tgt_mask"]) == [
         "src", "tgt", "src_mask", "tgt_mask", "src_mask"]
     assert plan(other, ["src", "tgt", "src_mask", "tgt_mask"]) == ["src", "tgt", "src_mask", "tgt_mask", None]
 
