@@ -106,6 +106,8 @@ def ranked(role, found, taken, prefer=frozenset(), completed=None):
             score = BEHAVIOUR_SCORE
         if score:
             scored.append((score, name, obj))
+    if role in STACK_OF:  # (``EncoderMultiLayer`` building N ``EncoderSingleLayer``: the stack, not the layer)
+        scored = [s for s in scored if not stack_of_rivals(s[2], scored)]
     return sorted(scored, key=lambda t: (t[1] not in prefer, not (role == "model" and inspect.isfunction(t[2])),
                                          -t[0]))
 
@@ -126,6 +128,13 @@ def repeated_layers(classes):
     names = {id(cls): name for name, cls in classes}
     repeats = {name: blocks_repeated_in(cls, names) for name, cls in classes}
     return frozenset(name for name in set().union(*repeats.values()) if not repeats[name]) if repeats else frozenset()
+
+
+def stack_of_rivals(obj, scored):
+    """Whether candidate class ``obj`` builds N copies of another candidate for the same layer role (``scored``:
+    (score, name, object)): it is their stack (§3.1), whatever its name says."""
+    rivals = {id(other): name for _, name, other in scored if inspect.isclass(other) and other is not obj}
+    return inspect.isclass(obj) and bool(rivals) and bool(blocks_repeated_in(obj, rivals))
 
 
 def blocks_repeated_in(cls, names):

@@ -213,6 +213,43 @@ def test_a_stack_is_what_repeats_a_block_whatever_the_names(tmp_path):
 def test_a_size_given_once_per_stack_is_the_papers_one_size():
     assert [argument_role(n) for n in ("enc_num_heads", "d_ff_decoder", "dec_num_layers", "enc_dropout")] == \
         ["h", "d_ff", "N", "dropout"]
+
+
+def test_head_widths_spelled_dim_k_and_dim_v_are_the_heads_widths():
+    assert [argument_role(n) for n in ("dim_k", "dim_q", "dim_v", "dim_value")] == ["d_k", "d_k", "d_v", "d_v"]
+
+
+SINGLE_AND_MULTI = textwrap.dedent('''
+    import torch.nn as nn
+
+
+    class EncoderMultiLayer(nn.Module):  # named as a layer too, and first in the alphabet: it stacks the other
+        def __init__(self, n_layers, dim_model, dim_ff):
+            super().__init__()
+            self.layers = nn.ModuleList([EncoderSingleLayer(dim_model, dim_ff) for _ in range(n_layers)])
+
+        def forward(self, x, mask=None):
+            for layer in self.layers:
+                x = layer(x, mask)
+            return x
+
+
+    class EncoderSingleLayer(nn.Module):
+        def __init__(self, dim_model, dim_ff):
+            super().__init__()
+            self.ff = nn.Sequential(nn.Linear(dim_model, dim_ff), nn.ReLU(), nn.Linear(dim_ff, dim_model))
+            self.norm = nn.LayerNorm(dim_model)
+
+        def forward(self, x, mask=None):
+            return self.norm(x + self.ff(x))
+''')
+
+
+def test_a_class_stacking_another_layer_candidate_is_the_stack_not_the_layer(tmp_path):
+    (tmp_path / "single_and_multi.py").write_text(SINGLE_AND_MULTI)
+    impl = load_implementation(str(tmp_path / "single_and_multi.py"))
+    assert any(note.startswith("encoder_layer: EncoderSingleLayer") for note in impl.notes), impl.notes
+    assert any(note.startswith("encoder: EncoderMultiLayer") for note in impl.notes), impl.notes
     assert argument_role("enc_vocab_size") == "src_vocab" and argument_role("dec_pad_token") is None
     assert argument_role("pos_dropout") == "dropout" and argument_role("pos_max_len") is None  # (§5.4's P_drop)
 
