@@ -301,6 +301,23 @@ def test_projections_held_as_raw_parameters_are_read_as_projections_without_bias
             [], [("projections_without_bias", -12, 1)]), cfg
 
 
+class RawHeadsWithAnAxisOfOne(nn.Module):
+    """W_i^Q, W_i^K, W_i^V held per head as (h, 1, d_model, d_k), an axis of one kept for broadcasting over the batch;
+    no biases, W^O a bias-free map."""
+
+    def __init__(self, d_model, h):
+        super().__init__()
+        self.q, self.k, self.v = (nn.Parameter(torch.randn(h, 1, d_model, d_model // h)) for _ in range(3))
+        self.o = nn.Linear(d_model, d_model, bias=False)
+
+
+def test_raw_projections_with_an_axis_of_one_are_projections_without_bias():
+    cfg = Config(d_model=12, h=3, d_ff=24, tgt_vocab=7)
+    assert raw_projections(RawHeadsWithAnAxisOfOne(12, 3), cfg) == [(3, 0)]
+    assert read(RawHeadsWithAnAxisOfOne(12, 3), cfg, "multi_head_attention") == (
+        [], [("projections_without_bias", -12, 4)])
+
+
 def test_tables_of_positions_are_no_raw_projections():
     """§3.5: a frozen sinusoid table and a learned table of positions, as long as d_model is wide (max_len 12,
     d_model 12), held beside raw projections, are not counted among them."""

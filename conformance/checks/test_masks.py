@@ -300,8 +300,23 @@ def recorded_weights(recorder, case, component):
     if call_.weights.numel() % (case.batch * case.tgt_len * case.src_len):
         raise Missing(f"{component}.weights_layout_unrecognised", "attention weights (batch, heads, Lq, Lk)",
                       f"a softmax output of shape {tuple(call_.weights.shape)}")
+    axis = samples_axis(call_.weights, case.batch)
+    weights, scores = call_.weights.movedim(axis, 0), call_.scores.movedim(axis, 0)
     shape = (case.batch, -1, case.tgt_len, case.src_len)
-    return (call_.weights.reshape(shape).to(torch.float64).cpu(), call_.scores.reshape(shape).to(torch.float64).cpu())
+    return weights.reshape(shape).to(torch.float64).cpu(), scores.reshape(shape).to(torch.float64).cpu()
+
+
+def samples_axis(weights, batch):
+    """The leading axis of the recorded weights that runs over the samples: 0, unless only another axis of ``batch``
+    entries holds, within each of its entries, one set of keys at weight exactly 0 for every head and query (a
+    padding mask hides the same keys from every query of a sample): heads-first code computes (h, batch, Lq, Lk)."""
+    def one_pattern_per_sample(axis):
+        zero = (weights.movedim(axis, 0) == 0).reshape(batch, -1, weights.size(-1))
+        return bool(zero.any()) and bool((zero == zero[:, :1]).all())
+    leading = [a for a in range(weights.dim() - 2) if weights.size(a) == batch]
+    if batch < 2 or 0 in leading and one_pattern_per_sample(0):
+        return 0
+    return next((a for a in leading if a and one_pattern_per_sample(a)), 0)
 
 
 @pytest.mark.parametrize("component", ("attention", "multi_head_attention"))

@@ -258,11 +258,11 @@ def raw_projections(m, cfg):
                and "pos" not in name.lower()]  # (a table of positions is no projection, §3.5; a wrapper may
         # show its block's parameters)
         seen.update(id(p) for p in own)
-        weights = sum(p.numel() // (d * d) for p in own if p.dim() >= 2 and set(p.shape) <= sizes | {3}
-                      and p.numel() in (d * d, 3 * d * d))
+        weights = sum(p.numel() // (d * d) for p in own if p.dim() >= 2 and set(p.shape) - {1} <= sizes | {3}
+                      and p.numel() in (d * d, 3 * d * d))  # (axes of 1 aside: (h, 1, d_model, d_k) per head)
         if weights:
             found.append((weights, sum(p.numel() // d for p in own if p.numel() in (d, 3 * d)
-                                       and set(p.shape) <= sizes | {3})))
+                                       and set(p.shape) - {1} <= sizes | {3})))
     return found
 
 

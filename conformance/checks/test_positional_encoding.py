@@ -380,8 +380,9 @@ def inputs_after_positions(module, positional_encoding):
         if isinstance(m, positional_encoding):
             hooks.append(m.register_forward_hook(lambda *_: events.append(None)))
         elif any(True for _ in m.parameters(recurse=False)):
-            hooks.append(m.register_forward_pre_hook(lambda _, args: events.append(next(
-                (a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None))))
+            hooks.append(m.register_forward_pre_hook(lambda _, args, kwargs: events.append(next(
+                (a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and a.is_floating_point()),
+                None)), with_kwargs=True))  # (a block called by keywords alone: attention(query=x, key=x, ...))
     return events, hooks
 
 
