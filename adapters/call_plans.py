@@ -44,6 +44,8 @@ def call_plan(parameters, wanted, torch_style=False, by_name=True):
     (``torch_style``)."""
     plan = [None] * len(parameters)
     for i, p in enumerate(parameters):
+        if is_switch(p):  # (a flag's default says what it takes: never a tensor input)
+            continue
         n = normalize(p.name)
         plan[i] = lengths_of(p.name, wanted, plan) or pad_index_of(p.name, wanted) or length_of_x(p.name, wanted)
         for canonical in wanted if plan[i] is None else ():
@@ -57,7 +59,7 @@ def call_plan(parameters, wanted, torch_style=False, by_name=True):
     if torch_style or by_name and any(names_a_padding_mask(p.name) for p in parameters):
         return torch_style_plan(parameters, plan, wanted)
     for i, p in enumerate(parameters):
-        if plan[i] is None:  # (a mask its words name may feed two parameters: the encoder's and the decoder's)
+        if plan[i] is None and not is_switch(p):  # (a mask its words name may feed two parameters)
             plan[i] = by_words(p.name, [c for c in wanted if c not in plan]) or mask_named_again(p.name, wanted, plan)
     for i, p in enumerate(parameters):
         if plan[i] is None:
@@ -69,6 +71,12 @@ def call_plan(parameters, wanted, torch_style=False, by_name=True):
             elif p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 plan[i] = harmless_argument(p.name)
     return plan
+
+
+def is_switch(parameter):
+    """Whether a forward parameter is a switch: its default is True or False (``subsequent_mask=True``), so its
+    author's calls give it a flag, never a tensor, whatever its name shares with a canonical input."""
+    return isinstance(parameter.default, bool)
 
 
 def lengths_of(name, wanted, plan):
@@ -133,6 +141,8 @@ def torch_style_plan(parameters, plan, wanted):
     memory_named = any(name_words(p.name) & MEMORY_SIDE for p in parameters if "mask" in normalize(p.name))
     for i, p in enumerate(parameters):
         n = normalize(p.name)
+        if is_switch(p):
+            continue
         if "mask" not in n:
             if plan[i] is None:
                 plan[i] = by_words(p.name, [c for c in wanted if c not in plan and not c.endswith("mask")])

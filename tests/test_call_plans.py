@@ -70,6 +70,14 @@ def test_the_source_padding_feeds_the_encoder_and_the_decoder():
     assert plan(other, ["src", "tgt", "src_mask", "tgt_mask"]) == ["src", "tgt", "src_mask", "tgt_mask", None]
 
 
+def test_a_switch_named_for_a_mask_is_left_at_its_default():
+    """``subsequent_mask=True``: a parameter whose default is True or False is a switch its author's calls set, never
+    a tensor, whatever its name shares with a canonical input."""
+    def forward(source, target, pad=0, subsequent_mask=True):
+        pass
+    assert plan(forward, ["src", "tgt", "src_mask", "tgt_mask"]) == ["src", "tgt", "value:0", None]
+
+
 def test_a_plain_mask_beside_the_memorys_masks_is_the_targets():
     """A decoder taking torch's four masks under its own names (``mask`` for its self-attention, ``memory_mask`` and
     the two key-padding masks): the plain ``mask`` is the target's, not collapsed into its padding part; an encoder
