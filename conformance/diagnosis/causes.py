@@ -153,6 +153,9 @@ CATALOGUE = (
       "could not tell how to give its masks: not a block without a mask"),
     E("adapter.graft_does_not_fit", "", "a reference block put in place of a broken one is called by the author's "
       "code in another way"),
+    E("adapter.needs_accelerator", "", "the code puts its tensors on an accelerator itself (.cuda(), "
+      "device='cuda'), which this run does not use or this machine lacks: run the checks with --device=cuda on a "
+      "machine with one"),
     E("device.tensor_on_wrong_device", "", "a tensor is left on another device than the module's inputs"),
     E("grading.check_did_not_report", "", "a check left no verdict in the graded run (cut short or tampered with)"),
     E("grading.submission_process_ended", "", "the submission's process stopped answering the checks"),

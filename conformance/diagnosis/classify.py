@@ -108,6 +108,9 @@ def checker_fault(impl, component, crash, exc, tb):
         return "adapter.global_set_by_main", (f"{missing!r} is a global that {assigned[missing]} sets, and running "
                                               "it did not get that far here (adapters.observe): the code needs the "
                                               "author's own run, not a fix")
+    accelerator = needs_accelerator(exc)
+    if accelerator:
+        return "adapter.needs_accelerator", accelerator
     if TAKES_TOKEN_IDS in str(exc):
         return "adapter.takes_token_ids", (f"{component} embeds token ids itself, and the checker's canonical call "
                                            "gives it vectors")
@@ -157,6 +160,28 @@ def checker_fault(impl, component, crash, exc, tb):
                    or (isinstance(exc, AttributeError) and is_graft(getattr(exc, "obj", None)))):
         return "adapter.graft_does_not_fit", (f"{component} was built with {'; '.join(grafts)} (which does not work), "
                                               "and the code calls that block otherwise")
+    return None
+
+
+NO_ACCELERATOR = re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available|"
+                            r"no CUDA-capable device|CUDA driver initialization failed")
+ON_TWO_DEVICES = re.compile(r"Expected all tensors to be on the same device|same device")
+
+
+def needs_accelerator(exc):
+    """What the checker did, when the code put a tensor on an accelerator itself (a literal ``.cuda()``) and the check
+    ran on the CPU: on a machine without one, torch refuses; on a machine with one, a CUDA tensor meets the check's
+    CPU inputs. The author runs such code on the accelerator, so the crash is the check's device, not a finding; else
+    None. (A tensor the code leaves on the CPU while the check runs on an accelerator stays a finding.)"""
+    case = harness.LATEST_CASE
+    on_cpu = case is None or torch.device(case.device).type == "cpu"
+    text = str(exc)
+    if on_cpu and NO_ACCELERATOR.search(text):
+        return ("the code moves a tensor to CUDA itself and this machine has none (torch: " + text[:120] +
+                "): its author runs it on a GPU; run the checks with --device=cuda on a machine with one")
+    if on_cpu and ON_TWO_DEVICES.search(text) and "cuda" in text:
+        return ("the code moves a tensor to CUDA itself while the check ran on the CPU: its author runs it on a "
+                "GPU; run the checks with --device=cuda")
     return None
 
 
