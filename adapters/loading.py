@@ -544,16 +544,13 @@ def _import_project(result: LoadedCode, cell_timeout: float) -> None:
                 sys.path.insert(0, str(folder))
                 result.roots.insert(0, str(folder))
             name = ".".join(file.relative_to(folder).with_suffix("").parts)
-            if name in sys.modules:
-                continue
         _import_with_placeholders(result, name, directory, cell_timeout, out)
     result.cells[0].output = out.text
 
 
 def shadowed_folder(directory: Path, base: Path, name: str) -> Path | None:
-    """The plain folder (no ``__init__.py``) of the project that module ``name`` lies in when a module from outside
-    the project owns that folder's name (``code/model.py`` beside the standard library's ``code``): its author runs
-    the scripts in it from there, so ``code.model`` was never an import of theirs; else None."""
+    """The plain folder (no ``__init__.py``) module ``name`` lies in when a module from outside the project owns its
+    name (``code/`` and the standard library's ``code``): its scripts run from inside it; else None."""
     top = name.split(".")[0]
     folder = base / top
     if "." not in name or (folder / "__init__.py").exists():
