@@ -19,7 +19,7 @@ from adapters.building import PROBE, Binding, authors_own_blocks, probe_build
 from adapters.call_plans import forward_parameters, name_words, plan_arguments
 from adapters.candidates import ROLE_ORDER, ranked
 from adapters.construction import builds_a_module, constructor_plan_or_none
-from adapters.masks import to_convention
+from adapters.masks import from_convention, to_convention
 from adapters.names import (CANONICAL_CALLS, FUTURE_WORDS, ROLE_NAMES, SUBMODULE_NAMES, name_score,
                             names_another_role_exactly, names_padding_only, normalize)
 from adapters.wrapping import Adapted, AdaptedModel, function_role
@@ -240,17 +240,19 @@ def calls_as_the_model_makes_them(bindings, roles, module_name):
     canonical plan gives it. Only plans that differ from the canonical one are returned."""
     implementation = Implementation(module_name, roles)
     case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
-    plans = {}
+    plans, polarities = {}, {}
     for top in ("model", "encoder", "decoder"):
-        if watched_run(top, bindings, implementation, case, plans) and top == "model":
+        if watched_run(top, bindings, implementation, case, plans, polarities) and top == "model":
             break
-    return {role: plan for role, (_, plan) in plans.items() if plan}
+    return ({role: plan for role, (_, plan) in plans.items() if plan},
+            {role: shown.pop() for role, shown in polarities.items() if len(shown) == 1})
 
 
-def watched_run(top, bindings, implementation, case, plans):
+def watched_run(top, bindings, implementation, case, plans, polarities):
     """Run the working ``top`` block (built of the author's own blocks) on its canonical inputs, adding to ``plans``
-    (role -> (whether its call showed every sequence, plan or None)) what its calls of the other blocks show;
-    whether it ran."""
+    (role -> (whether its call showed every sequence, plan or None)) what its calls of the other blocks show, and to
+    ``polarities`` (role -> {convention}) how the masks they are given read (:func:`convention_shown`); whether it
+    ran."""
     binding = bindings.get(top)
     if binding is None or not binding.composes:  # (a stack that embeds token ids itself is run on tokens)
         return False
@@ -267,6 +269,7 @@ def watched_run(top, bindings, implementation, case, plans):
     convention = binding.masks or adapted.convention
     given = {mask: to_convention(value, convention) for mask, value in zip(CANONICAL_CALLS[top], inputs)
              if mask.endswith("mask")}
+    canonical = {mask: value for mask, value in zip(CANONICAL_CALLS[top], inputs) if mask.endswith("mask")}
     lengths = {case.src_len: "src", case.tgt_len: "tgt"}
     hooks = []
 
@@ -280,6 +283,10 @@ def watched_run(top, bindings, implementation, case, plans):
             except TypeError:
                 return
             learned, complete = learned_plan(role, passed, given, lengths, PROBE.d_model)
+            for name, c in [*planned, *learned.items()]:  # (a part of torch's two is True = blocked by design)
+                shown = convention_shown(passed.get(name), canonical.get(c))
+                if shown:
+                    polarities.setdefault(role, set()).add(shown)
             if complete:
                 shown = set(learned.values())
                 plan = [(name, learned.get(name, c)) for name, c in planned if name in learned or c not in shown]
@@ -311,6 +318,26 @@ def watched_run(top, bindings, implementation, case, plans):
         for hook in hooks:
             hook.remove()
     return True
+
+
+def convention_shown(value, expected):
+    """The convention (``keep``, ``blocked`` or ``additive``) in which the mask ``value`` a block was given by the
+    author's own code is the canonical mask ``expected`` (True = may attend), whatever its shape (a head axis, the
+    same mask for every query); None when it is neither, or not a mask (a model that makes its masks from the pad
+    tokens, True where a token is padding, gives its layers masks read True = blocked)."""
+    if not isinstance(value, torch.Tensor) or not isinstance(expected, torch.Tensor) or value.dim() < 2:
+        return None
+    shown = []
+    for convention in ("additive",) if value.is_floating_point() and torch.isinf(value).any() else ("keep", "blocked"):
+        read = from_convention(value, convention)
+        read = read.squeeze(1) if read.dim() == 4 and read.size(1) == 1 else read
+        try:
+            shape = torch.broadcast_shapes(read.shape, expected.shape)
+        except RuntimeError:
+            return None
+        if torch.equal(read.expand(shape), expected.expand(shape)):
+            shown.append(convention)
+    return shown[0] if len(shown) == 1 else None
 
 
 def learned_plan(role, passed, given, lengths, d_model):

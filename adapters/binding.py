@@ -211,6 +211,26 @@ def key_vectors_read_by_the_model(binding, module_name, roles, bindings, convent
     roles["model"] = module_builder(binding, bindings, convention)
 
 
+def masks_as_the_model_gives_them(binding, polarity, module_name, roles, bindings, convention):
+    """A block the author's own model gives its masks in another polarity than the one the checker reads it in
+    (``polarity``: a model making its masks from the pad tokens, True where a token is padding, gives its layers
+    masks read True = blocked) reads them so, its masks' shape kept, when it still works so."""
+    current = binding.masks or convention
+    base = base_convention(current)
+    if binding.role == "model" or polarity == base:
+        return
+    before = binding.masks
+    binding.masks = polarity + current[len(base):]
+    roles[binding.role] = module_builder(binding, bindings, convention)
+    if canonical_call_error(Implementation(module_name, roles), binding.role) is None:
+        binding.notes[:] = [n for n in binding.notes if not n.startswith("(masks: ")]
+        binding.notes.append(f"(masks: {describe_convention(binding.masks)}; read so because the author's own model "
+                             "gives it its masks so)")
+        return
+    binding.masks = before
+    roles[binding.role] = module_builder(binding, bindings, convention)
+
+
 def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), observed=None):
     """One pass of :func:`discover`: each role in :data:`ROLE_ORDER` bound to its best working candidate, those
     named in ``prefer`` first."""
@@ -332,7 +352,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                          f"({problem})")
         else:
             del roles[role]
-    for role, plan in calls_as_the_model_makes_them(bindings, roles, module_name).items():
+    plans, polarities = calls_as_the_model_makes_them(bindings, roles, module_name)
+    for role, plan in plans.items():
         binding, before = bindings[role], (bindings[role].call, bindings[role].masks)
         binding.call = plan
         roles[role] = module_builder(binding, bindings, convention)
@@ -348,6 +369,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         else:
             binding.call, binding.masks = before
             roles[role] = module_builder(binding, bindings, convention)
+    for role, polarity in polarities.items():
+        masks_as_the_model_gives_them(bindings[role], polarity, module_name, roles, bindings, convention)
     if "model" in bindings and bindings["model"].works:
         key_vectors_read_by_the_model(bindings["model"], module_name, roles, bindings, convention)
     stacks_masks = masks_of_encode_and_decode(bindings, roles, module_name)
