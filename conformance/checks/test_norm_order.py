@@ -203,10 +203,10 @@ def probe_inputs(case, role):
 
 def nearest_per_sub_layer(m, case, inputs, component, contract, observations):
     """The placements ranked with each sub-layer in its own, each forced to output its own vector (the layer's
-    attentions and feed-forward network taken as called in the order they were registered); None when the layer's
+    attentions and feed-forward network taken in the order its forward calls them); None when the layer's
     sub-layers cannot be told apart so."""
     d, k = case.cfg.d_model, SUBLAYERS[component]
-    sub_layers = sub_layer_modules(m)
+    sub_layers = in_run_order(m, sub_layer_modules(m), inputs, component)
     if len(sub_layers) != k:
         return None
     outputs = [case.randn(d) + 1.0 for _ in sub_layers]
@@ -235,6 +235,26 @@ def nearest_per_sub_layer(m, case, inputs, component, contract, observations):
                    [f"self.{name}" for name, _ in sub_layers], contract, narrow)
 
 
+def in_run_order(layer, sub_layers, inputs, component):
+    """``sub_layers`` (``[(name, module)]``, in registration order) in the order the layer's forward first calls
+    them (a feed-forward network registered before the attention it follows); those it does not call last."""
+    first = {}
+
+    def called(name):
+        def hook(*_):
+            first.setdefault(name, len(first))  # (returning nothing: a pre-hook's result replaces the inputs)
+        return hook
+    hooks = [module.register_forward_pre_hook(called(name)) for name, module in sub_layers]
+    try:
+        call(layer, inputs, component)
+    except Exception:  # (the author's code: the order stays the registration's, the check reports the crash)
+        return sub_layers
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return sorted(sub_layers, key=lambda entry: first.get(entry[0], len(sub_layers)))
+
+
 FED_THE_STREAM = ("x + Sublayer(x)", "LayerNorm(x) + Sublayer(LayerNorm(x))")
 """The residual placements whose sub-layer reads the very tensor its output is added to."""
 
@@ -244,7 +264,7 @@ def last_sub_layer_reading(case, layer, inputs, component):
     its input is the residual stream its output is added to (the layer's output less the sub-layer's), and how many
     norm calls ran between the sub-layer before it and it. Every norm is first given a gain and bias of its own,
     so a norm before the sub-layer changes what a norm after the previous sub-layer made."""
-    subs = [module for _, module in sub_layer_modules(layer)]
+    subs = [module for _, module in in_run_order(layer, sub_layer_modules(layer), inputs, component)]
     norms = [module for _, module in norm_modules(layer)]
     if len(subs) < 2 or any(norm_modules(sub) for sub in subs):  # wrappers holding their own norm
         return None
