@@ -16,7 +16,7 @@ import torch
 from adapters import projections
 from adapters.behaviour import canonical_call_error, helper_masks
 from adapters.building import PROBE, Binding, authors_own_blocks, probe_build
-from adapters.call_plans import forward_parameters, name_words, plan_arguments
+from adapters.call_plans import SEQUENCE_FIRST, forward_parameters, name_words, plan_arguments
 from adapters.candidates import ROLE_ORDER, ranked
 from adapters.construction import builds_a_module, constructor_plan_or_none
 from adapters.masks import from_convention, to_convention
@@ -229,7 +229,16 @@ SEQUENCES_BY_LENGTH = {
 queries of the encoder-decoder attention, §3.2.3) and the source's (the memory, its keys and values)."""
 
 
-def calls_as_the_model_makes_them(bindings, roles, module_name):
+LAYOUT_SHOWN = ("embedding", "positional_encoding", *SEQUENCES_BY_LENGTH)
+"""The roles whose layout the model's own run tells: the blocks that mix positions, and the lookups and positions it
+feeds, which a call in another layout does not make fail (a table written for (sequence, batch, d_model) tensors,
+given them batch first, slices its rows by the batch and adds row b to every position of sample b)."""
+
+BATCH_FIRST = "batch first"
+"""The canonical layout, as the model's run shows it (a block's :attr:`Binding.layout` is then None)."""
+
+
+def calls_as_the_model_makes_them(bindings, roles, module_name, layouts=None):
     """``{role: call plan}`` for the layers, stacks and attention blocks, read from how the author's own code calls
     them: the working model's forward, else each working stack's (one that embeds token ids itself run on tokens;
     built of the author's own blocks, on a source of 5 and a target of 7 positions). Each parameter gets the canonical input it was given there, the sequences told
@@ -237,22 +246,29 @@ def calls_as_the_model_makes_them(bindings, roles, module_name):
     ``block(x, x, x, src_mask)`` takes x three times; ``attention(k, context)`` called as ``attention(x, memory)``
     takes its queries first) and the masks by value. Only a call that shows every sequence of its role is read (an
     attention's encoder-decoder call, not its self-attention); a parameter it does not show keeps what the
-    canonical plan gives it. Only plans that differ from the canonical one are returned."""
+    canonical plan gives it. Returns the plans that differ from the canonical one, and each block's mask polarity
+    where its masks showed one (:func:`convention_shown`). ``layouts``, where given,
+    gets the layout each block of :data:`LAYOUT_SHOWN` was called in (:func:`layout_shown`: :data:`SEQUENCE_FIRST`,
+    :data:`BATCH_FIRST`), where all its calls that show one show the same."""
     implementation = Implementation(module_name, roles)
     case = Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
-    plans, polarities = {}, {}
+    plans, polarities, seen_layouts = {}, {}, {}
     for top in ("model", "encoder", "decoder"):
-        if watched_run(top, bindings, implementation, case, plans, polarities) and top == "model":
+        if watched_run(top, bindings, implementation, case, plans, polarities, seen_layouts) and top == "model":
             break
+    if layouts is not None:
+        layouts.update({role: next(iter(seen - {None})) for role, seen in seen_layouts.items()
+                        if len(seen - {None}) == 1})
     return ({role: plan for role, (_, plan) in plans.items() if plan},
-            {role: shown.pop() for role, shown in polarities.items() if len(shown) == 1})
+            {role: next(iter(seen)) for role, seen in polarities.items() if len(seen) == 1})
 
 
-def watched_run(top, bindings, implementation, case, plans, polarities):
+def watched_run(top, bindings, implementation, case, plans, polarities, layouts=None):
     """Run the working ``top`` block (built of the author's own blocks) on its canonical inputs, adding to ``plans``
-    (role -> (whether its call showed every sequence, plan or None)) what its calls of the other blocks show, and to
-    ``polarities`` (role -> {convention}) how the masks they are given read (:func:`convention_shown`); whether it
-    ran."""
+    (role -> (whether its call showed every sequence, plan or None)) what its calls of the other blocks show, to
+    ``polarities`` (role -> {convention}) how the masks they are given read (:func:`convention_shown`), and to
+    ``layouts`` (role -> the set of layouts its calls showed, :func:`layout_shown`) how the blocks of
+    :data:`LAYOUT_SHOWN` were given their sequences; whether it ran."""
     binding = bindings.get(top)
     if binding is None or not binding.composes:  # (a stack that embeds token ids itself is run on tokens)
         return False
@@ -301,14 +317,26 @@ def watched_run(top, bindings, implementation, case, plans, polarities):
                 return
             plans[role] = (complete, plan if sorted(plan) != sorted(planned) else None)
         return pre_hook
-    for role in SEQUENCES_BY_LENGTH:
+
+    def watch_layout(role):
+        def pre_hook(module, args, kwargs):
+            try:
+                passed = inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments
+            except TypeError:
+                return
+            layouts.setdefault(role, set()).add(layout_shown(passed, case.batch, lengths, PROBE.d_model))
+        return pre_hook
+    for role in dict.fromkeys((*SEQUENCES_BY_LENGTH, *(LAYOUT_SHOWN if layouts is not None else ()))):
         watched = bindings.get(role)
         if watched is None or role == top or not inspect.isclass(watched.target):
             continue
         part = watched.part_of  # (a block found in the model: that one, not every instance of its class)
         blocks = ([adapted.inner.get_submodule(part[1])] if part and part[0] is binding and part[1] else
                   [m for m in adapted.inner.modules() if type(m) is watched.target])
-        hooks += [m.register_forward_pre_hook(watch(role), with_kwargs=True) for m in blocks]
+        if role in SEQUENCES_BY_LENGTH:
+            hooks += [m.register_forward_pre_hook(watch(role), with_kwargs=True) for m in blocks]
+        if layouts is not None and role in LAYOUT_SHOWN:
+            hooks += [m.register_forward_pre_hook(watch_layout(role), with_kwargs=True) for m in blocks]
     try:
         with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
             adapted(*inputs)
@@ -338,6 +366,24 @@ def convention_shown(value, expected):
         if torch.equal(read.expand(shape), expected.expand(shape)):
             shown.append(convention)
     return shown[0] if len(shown) == 1 else None
+
+
+def layout_shown(passed, batch, lengths, d_model):
+    """The layout of one call's sequences (``passed``: its arguments by name; vectors d_model wide, 3-d, and token
+    ids, 2-d): :data:`SEQUENCE_FIRST` where each has a length (one of ``lengths``) on axis 0 and the ``batch`` on axis
+    1, :data:`BATCH_FIRST` where each has them the other way round; None where they show neither, or both."""
+    shown = set()
+    for value in passed.values():
+        if not isinstance(value, torch.Tensor) or value.dtype == torch.bool:
+            continue
+        if (value.dim() == 3 and value.is_floating_point() and value.size(-1) == d_model) \
+                or (value.dim() == 2 and not value.is_floating_point()):
+            first, second = value.shape[:2]
+            if first in lengths and second == batch:
+                shown.add(SEQUENCE_FIRST)
+            elif first == batch and second in lengths:
+                shown.add(BATCH_FIRST)
+    return shown.pop() if len(shown) == 1 else None
 
 
 def learned_plan(role, passed, given, lengths, d_model):

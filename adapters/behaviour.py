@@ -16,7 +16,7 @@ from adapters.masks import (FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD
                            describe_convention)
 from adapters.wrapping import role_builder
 from adapters.names import CANONICAL_CALLS
-from conformance.contract.harness import PAD, Case, canonical_inputs, expected_shape, run
+from conformance.contract.harness import PAD, Case, canonical_inputs, difference, expected_shape, run
 from conformance.contract.interface import Implementation
 from conformance.contract.verdicts import Missing
 
@@ -90,6 +90,43 @@ def works_in_layout(binding, layout, module_name, roles, bindings, convention, p
     binding.layout = before
     roles[binding.role] = role_builder(binding, bindings, convention)
     return problem
+
+
+def works_as_the_author_lays_it_out(binding, layout, module_name, roles, bindings, convention, note):
+    """Try ``binding`` in the ``layout`` the author's own model gives it its sequences in (read from the model's run,
+    :func:`adapters.assembly.calls_as_the_model_makes_them`): kept, with ``note`` added, when it then works under
+    the canonical call and keeps each sample's output its own (:func:`keeps_samples_apart`: a block the author's
+    model calls in a layout not the block's own is the model's mistake, not the block's); whether it was kept."""
+    before, binding.layout = binding.layout, layout
+    roles[binding.role] = role_builder(binding, bindings, convention)
+    implementation = Implementation(module_name, roles)
+    if canonical_call_error(implementation, binding.role) is None and keeps_samples_apart(implementation,
+                                                                                         binding.role):
+        binding.notes.append(note)
+        return True
+    binding.layout = before
+    roles[binding.role] = role_builder(binding, bindings, convention)
+    return False
+
+
+def keeps_samples_apart(implementation, role):
+    """Whether ``role``, called canonically on a batch of 3 (in its layout), gives each sample the output it gives
+    that sample alone (§3): a call in a layout not the block's own mixes the samples or reads the batch axis as the
+    positions, without raising anything."""
+    case = Case(implementation, PROBE, batch=3, src_len=5, tgt_len=7, dtype=torch.float32, seed=0)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            module = case.build(role)
+            batched, inputs = run(case, role, module=module)
+            for i in range(case.batch):
+                alone, _ = run(case, role, module=module, inputs=tuple(
+                    x[i:i + 1] if isinstance(x, torch.Tensor) and x.dim() and x.size(0) == case.batch else x
+                    for x in inputs))
+                if difference(batched[i:i + 1], alone, case) is not None:
+                    return False
+    except Exception:  # the candidate's own code: it does not work this way
+        return False
+    return True
 
 
 SEQUENCES_SWAPPED = {"x": "memory", "memory": "x"}

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import torch
 
-from adapters.assembly import (METHOD_ROLES, assembled_together, calls_as_the_model_makes_them,
-                               masks_of_a_pair_helper, masks_of_encode_and_decode, method_role,
-                               parts_in_built_blocks)
+from adapters.assembly import (BATCH_FIRST, METHOD_ROLES, assembled_together, calls_as_the_model_makes_them,
+                               masks_of_a_pair_helper, masks_of_encode_and_decode, method_role, parts_in_built_blocks)
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, canonical_call_error, embeds_token_ids,
                                 fails_on_shapes, float32_only, helper_masks, hides_a_masked_key,
                                 hides_padded_keys, learns_weights, masking_shown,
-                                masks_of_another_shape, target_shift, works_in_layout, works_memory_first)
+                                masks_of_another_shape, target_shift, works_as_the_author_lays_it_out, works_in_layout,
+                                works_memory_first)
 from adapters.building import PROBE, Binding, build_error, builds_by_name, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
                                  in_torch_style, plan_arguments, positions_of, returns_table)
@@ -352,7 +352,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                          f"({problem})")
         else:
             del roles[role]
-    plans, polarities = calls_as_the_model_makes_them(bindings, roles, module_name)
+    shown = {}  # the layout the author's model gives each block its sequences in
+    plans, polarities = calls_as_the_model_makes_them(bindings, roles, module_name, shown)
     for role, plan in plans.items():
         binding, before = bindings[role], (bindings[role].call, bindings[role].masks)
         binding.call = plan
@@ -371,6 +372,15 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             roles[role] = module_builder(binding, bindings, convention)
     for role, polarity in polarities.items():
         masks_as_the_model_gives_them(bindings[role], polarity, module_name, roles, bindings, convention)
+    for role, layout in shown.items():  # (a call batch first raises nothing where a table is sliced by the batch)
+        binding = bindings[role]
+        if layout != SEQUENCE_FIRST or binding.layout is not None:
+            continue
+        said = "(sequence, batch) token ids" if role == "embedding" else "(sequence, batch, d_model) tensors"
+        if works_as_the_author_lays_it_out(binding, layout, module_name, roles, bindings, convention,
+                                           f"{said}, as the author's model calls it") and not binding.works:
+            binding.works = True
+            notes[:] = [n for n in notes if not n.startswith(f"{role}: ") or "does not work" not in n]
     if "model" in bindings and bindings["model"].works:
         key_vectors_read_by_the_model(bindings["model"], module_name, roles, bindings, convention)
     stacks_masks = masks_of_encode_and_decode(bindings, roles, module_name)
@@ -412,9 +422,10 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             if role in bindings and bindings[role].layout is None and bindings[role].works:
                 works_in_layout(bindings[role], UNBATCHED, module_name, roles, bindings, convention, "",
                                 UNBATCHED_NOTE.format(", as the rest of the code"))
-    if any(b.layout == SEQUENCE_FIRST for b in bindings.values()):  # the lookups and positions the model feeds
-        for role in ("embedding", "positional_encoding"):               # are called in the model's layout
-            if role in bindings and bindings[role].layout is None:
+    if any(b.layout == SEQUENCE_FIRST for r, b in bindings.items()  # the lookups and positions the model feeds are
+           if r not in ("embedding", "positional_encoding")):      # called in the model's layout (unless its run
+        for role in ("embedding", "positional_encoding"):          # shows them batch first)
+            if role in bindings and bindings[role].layout is None and shown.get(role) != BATCH_FIRST:
                 bindings[role].layout = SEQUENCE_FIRST
                 bindings[role].notes.append("(sequence, batch, d_model) tensors, as the rest of the code")
                 roles[role] = module_builder(bindings[role], bindings, convention)

@@ -41,7 +41,8 @@ class Binding:
     works: bool = True
     """False when bound although it fails under the canonical call (the best candidate there was)."""
     layout: str = None
-    """``SEQUENCE_FIRST`` for code written for (sequence, batch, d_model) tensors, found by behaviour."""
+    """``SEQUENCE_FIRST`` for code written for (sequence, batch, d_model) tensors, found by behaviour or read from
+    the author's model's run."""
     part_of: tuple = None
     """``(enclosing binding, path, bindings)`` for a block found inside a bound block (:func:`parts_in_built_blocks`)
     and built as that block builds it; the path is None for a method of the enclosing block."""

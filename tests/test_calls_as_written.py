@@ -66,3 +66,47 @@ def test_a_block_is_called_as_the_model_calls_it(tmp_path, component, edits):
     assert {"masked_keys_do_not_change_outputs", "output_shape", "agrees_with_reference"} <= passed, passed
     named = {c["cause"] for c in checks["planted"] if c["verdict"] == "fail"}
     assert any(cause.startswith(component) and "mask" in cause for cause in named), named
+
+
+SEQUENCE_FIRST_POSITIONS = [
+    ('self.register_buffer("encodings", encodings[None])  # [1, max_len, d_model]',
+     'self.register_buffer("encodings", encodings[:, None])  # [max_len, 1, d_model]'),
+    ("return self.dropout(x + self.encodings[:, : x.size(1)])",
+     "return self.dropout(x + self.encodings[: x.size(0)])  # x: [L, B, d_model]"),
+    ("embedded = self.positional_encoding(self.src_embedding(src))",
+     "embedded = self.positional_encoding(self.src_embedding(src).transpose(0, 1)).transpose(0, 1)"),
+    ("embedded = self.positional_encoding(self.tgt_embedding(tgt))",
+     "embedded = self.positional_encoding(self.tgt_embedding(tgt).transpose(0, 1)).transpose(0, 1)"),
+]
+"""A positional encoding written for (sequence, batch, d_model) tensors (its table sliced by ``x.size(0)`` and
+broadcast over the batch on axis 1), which the batch-first model calls on its embeddings transposed and transposes
+back. Called batch-first it raises nothing: it adds row b of the table to sample b."""
+
+POSITIONS_SHIFTED = ("self.encodings[: x.size(0)]", "self.encodings[1 : x.size(0) + 1]")
+"""A bug planted in it: the first position gets the encoding of position 1 (§3.5: PE(pos) from pos = 0)."""
+
+
+@pytest.mark.parametrize("edits", [[], SEQUENCE_FIRST_POSITIONS], ids=["batch_first", "sequence_first"])
+def test_a_positional_encoding_is_called_in_the_layout_the_model_gives_it(tmp_path, edits):
+    """The layout of the positional encoding is read from the author's model's run (a length on axis 0, the batch
+    on axis 1: sequence first), not guessed from behaviour a wrong layout does not show: the correct encoding passes
+    its checks in either layout; with its positions shifted, its values are still named."""
+    checks = {}
+    for name, planted in (("correct", None), ("planted", POSITIONS_SHIFTED if edits else None)):
+        if name == "planted" and planted is None:
+            continue
+        path = tmp_path / f"{name}.py"
+        path.write_text(written(edits, planted))
+        _, output, report = run_suite(f"--impl={path}", "-m", "positional_encoding", "-p", "no:cacheprovider",
+                                      tmp_path=tmp_path)
+        assert report is not None, output[-3000:]
+        checks[name] = [c for c in report["checks"] if c["component"] == "positional_encoding"]
+        assert checks[name], output[-3000:]
+    bad = [(c["check"], c["verdict"], c["cause"]) for c in checks["correct"] if c["verdict"] in ("fail", "error")]
+    assert bad == [], bad
+    passed = {c["check"] for c in checks["correct"] if c["verdict"] == "pass"}
+    assert {"agrees_with_reference", "samples_are_independent_of_batch", "every_length_up_to_max_len",
+            "values_match_closed_form"} <= passed, passed
+    if "planted" in checks:
+        named = {c["cause"] for c in checks["planted"] if c["verdict"] == "fail"}
+        assert any(cause.startswith("positional_encoding") for cause in named), named
