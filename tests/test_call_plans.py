@@ -1,13 +1,16 @@
 """Planning a call from a forward's parameter names (``adapters/call_plans.py``): each mask argument gets the
 canonical mask its words name, whatever the author's vocabulary for it."""
+import dataclasses
 import inspect
 
 import torch
 import torch.nn as nn
 
 from adapters.assembly import can_play
+from adapters.building import PROBE, Binding
 from adapters.call_plans import call_plan, output_among, setup_method
-from adapters.construction import constructed_with
+from adapters.construction import causal_flag, constructed_with
+from adapters.wrapping import module_builder
 
 DECODER = ["x", "memory", "src_mask", "tgt_mask"]
 
@@ -156,3 +159,37 @@ def test_the_output_is_the_returned_tensor_of_the_roles_output_shape():
 def test_a_module_with_weights_of_its_own_does_not_play_scaled_dot_product_attention():
     assert not can_play("attention", nn.Linear(4, 4)) and can_play("attention", nn.Softmax(-1))
     assert can_play("multi_head_attention", nn.Linear(4, 4))
+
+
+class CausalUnlessTold(nn.Module):
+    """An attention causal by default, which :class:`EncoderOfIt` builds with its switch off."""
+
+    def __init__(self, d_model, is_masked=True):
+        super().__init__()
+        self.is_masked, self.proj = is_masked, nn.Linear(d_model, d_model)
+
+    def forward(self, k, context=None):
+        return self.proj(k)
+
+
+class EncoderOfIt(nn.Module):
+    def __init__(self, d_model):
+        super().__init__()
+        self.attn = CausalUnlessTold(d_model, is_masked=False)
+
+
+class AppliesTheMaskGiven(CausalUnlessTold):
+    """A switch on by default that nothing turns off (``use_mask=True``: apply the mask given?)."""
+
+    def __init__(self, d_model, use_mask=True):
+        super().__init__(d_model)
+
+
+def test_a_causal_switch_on_by_default_is_built_off_where_its_author_turns_it_off():
+    """``is_masked=True`` by default, built with ``is_masked=False`` by its author's encoder: built so for the
+    role's checks, and with it on for the causal build; a switch nothing turns off is no causal switch."""
+    assert causal_flag(CausalUnlessTold) == "is_masked" and causal_flag(AppliesTheMaskGiven) is None
+    binding = Binding("multi_head_attention", "CausalUnlessTold", CausalUnlessTold, constructor={"d_model": "d_model"})
+    build = module_builder(binding, {}, "keep")
+    assert build(**dataclasses.asdict(PROBE)).inner.is_masked is False
+    assert build.causal(**dataclasses.asdict(PROBE)).inner.is_masked is True
