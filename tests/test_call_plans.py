@@ -13,6 +13,7 @@ from adapters.construction import causal_flag, constructed_with
 from adapters.wrapping import module_builder
 
 DECODER = ["x", "memory", "src_mask", "tgt_mask"]
+ATTENTION = ["query", "key", "value", "src_mask"]
 
 
 def plan(function, wanted=DECODER, by_name=True):
@@ -159,6 +160,36 @@ def test_the_output_is_the_returned_tensor_of_the_roles_output_shape():
 def test_a_module_with_weights_of_its_own_does_not_play_scaled_dot_product_attention():
     assert not can_play("attention", nn.Linear(4, 4)) and can_play("attention", nn.Softmax(-1))
     assert can_play("multi_head_attention", nn.Linear(4, 4))
+
+
+def test_an_attention_is_given_its_queries_and_its_keys_from_the_memory():
+    """An attention's call feeds its queries: ``forward(k, context=None)``, its queries' stream named ``k``, takes
+    the query first and the keys from its ``context`` (the encoder's output, whose values come with it, §3.2.3); a
+    memory named beside a query takes the keys too. A ``k`` beside a ``v``, a letter ``m``, a decoding ``states``
+    are left as they were."""
+    def queries_as_k(k, context=None):
+        pass
+
+    def with_memory(x, memory=None, mask=None):
+        pass
+
+    def torch_style(x, enc_output=None, key_padding_mask=None):
+        pass
+
+    def keys_and_values(k, v, mask):
+        pass
+
+    def letter(x, m=None):
+        pass
+
+    def cache(x, states=None):
+        pass
+    assert plan(queries_as_k, ATTENTION) == ["query", "key"]
+    assert plan(with_memory, ATTENTION) == ["query", "key", "src_mask"]
+    assert plan(torch_style, ATTENTION) == ["query", "key", "src_mask:padding"]
+    assert plan(keys_and_values, ATTENTION) == ["key", "value", "src_mask"]
+    assert plan(letter, ATTENTION) == ["query", None] and plan(cache, ATTENTION) == ["query", None]
+    assert plan(with_memory) == ["x", "memory", None]  # (a decoder's memory stays the memory)
 
 
 class CausalUnlessTold(nn.Module):
