@@ -39,7 +39,8 @@ from adapters.building import PROBE, Binding, build_error, builds_by_name, const
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
                                  in_torch_style, plan_arguments, positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
-from adapters.construction import builds_a_module, constructor_plan, hyperparameters_fed, remembering_what_is_learned
+from adapters.construction import (builds_a_module, causal_by_default, causal_flag, constructor_plan,
+                                   hyperparameters_fed, remembering_what_is_learned)
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_convention, infer_convention
 from adapters.names import CANONICAL_CALLS, names_a_padding_mask, normalize
 from adapters.observe import without_batch_axis
@@ -476,6 +477,11 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             notes.append(f"{binding.role}: built with the reference's {sub.role} standing in for {sub.name}, which "
                          f"{binding.name} builds itself and which does not work")
             grafts.setdefault(binding.role, []).append(f"the reference's {sub.role} standing in for {sub.name}")
+    for binding in bindings.values():  # (what the constructor plan does not show)
+        flag = causal_flag(binding.target) if inspect.isclass(binding.target) else None
+        if flag and causal_by_default(binding.target, flag):
+            binding.notes.append(f"(built with {flag}=False, as its author's code builds it too; with its default, "
+                                 f"{flag}=True, where a check asks for its causal build)")
     found = Discovery(roles, bindings, convention, notes, grafts,
                       {role for role, binding in bindings.items() if not binding.works}, unbuilt)
     if found.unusable > found.embedding_token_ids and not {"head_axis", "key_vectors"} & set(masks):

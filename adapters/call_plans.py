@@ -57,7 +57,7 @@ def call_plan(parameters, wanted, torch_style=False, by_name=True):
     if LENGTH in plan:  # (a block told the length of its input, not given it: its device too, not the CPU)
         plan = [DEVICE if c is None and "device" in normalize(p.name) else c for p, c in zip(parameters, plan)]
     if torch_style or by_name and any(names_a_padding_mask(p.name) for p in parameters):
-        return torch_style_plan(parameters, plan, wanted)
+        return attention_inputs(parameters, torch_style_plan(parameters, plan, wanted), wanted)
     for i, p in enumerate(parameters):
         if plan[i] is None and not is_switch(p):  # (a mask its words name may feed two parameters)
             plan[i] = by_words(p.name, [c for c in wanted if c not in plan]) or mask_named_again(p.name, wanted, plan)
@@ -70,7 +70,38 @@ def call_plan(parameters, wanted, torch_style=False, by_name=True):
                 plan[i] = remaining[0]
             elif p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 plan[i] = harmless_argument(p.name)
+    return attention_inputs(parameters, plan, wanted)
+
+
+def attention_inputs(parameters, plan, wanted):
+    """An attention's ``plan`` (``wanted`` holds the query) made to feed it its queries and its keys. A plan that
+    gives no query is no attention's call: the first parameter takes the query where nothing else, or only a
+    one-letter name, planned it (``forward(k, context=None)``: ``k`` the stream its queries come from, not the
+    ``k`` of ``k, v``). A parameter named for the encoder's output (``context``, ``memory``, ``enc_output``:
+    :func:`names_a_memory`) takes the keys where no other parameter does, the values then coming from it as well
+    (§3.2.3: the encoder-decoder attention's keys and values are the encoder's output)."""
+    if "query" not in wanted:
+        return plan
+    plan = list(plan)
+    tensors = [i for i, p in enumerate(parameters) if not is_switch(p)
+               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if "query" not in plan and tensors:
+        first, name = tensors[0], normalize(parameters[tensors[0]].name)
+        alone = not any(c in ("key", "value") for i, c in enumerate(plan) if i != first)  # (not k of k, v)
+        if plan[first] is None or plan[first] in ("key", "value") and len(name) == 1 and alone:
+            plan[first] = "query"
+    memory = next((i for i in tensors if plan[i] in (None, "value:None") and names_a_memory(parameters[i].name)),
+                  None)
+    if memory is not None and "key" in wanted and "key" not in plan:
+        plan[memory] = "key"
     return plan
+
+
+def names_a_memory(name):
+    """Whether a parameter's name is one of the encoder output's (``context``, ``memory``, ``enc_output``), not a
+    letter (``m`` may be a mask) nor a decoding state or cache (``states``: :func:`harmless_argument`)."""
+    n = normalize(name)
+    return n in NORMALIZED_CALL_NAMES["memory"] and len(n) > 1 and harmless_argument(name) is None
 
 
 def is_switch(parameter):

@@ -12,7 +12,9 @@ import functools
 import inspect
 import io
 import re
+import sys
 import textwrap
+import weakref
 
 import torch
 import torch.nn as nn
@@ -375,14 +377,85 @@ CAUSAL_FLAG_WORDS = {"mask", "masked", "masking"} | FUTURE_WORDS
 
 
 def causal_flag(target):
-    """The name of the boolean constructor parameter (default False) that makes ``target``'s block mask the future
-    itself, or None."""
+    """The name of the boolean constructor parameter that makes ``target``'s block mask the future itself, or None:
+    one that defaults to False, or one that defaults to True (``is_masked=True``: the causal build is the default)
+    that the author's own code turns off somewhere (``MultiHeadAttention(..., is_masked=False)`` for the encoder's
+    self-attention, :func:`turned_off_by_its_author`). A True default its author never turns off is left as it is
+    (``use_mask=True`` may mean "apply the mask given")."""
     try:
         parameters = inspect.signature(target).parameters.values()
     except (TypeError, ValueError):
         return None
-    return next((p.name for p in parameters if p.default is False
-                 and name_words(p.name) & CAUSAL_FLAG_WORDS), None)
+    return next((p.name for p in parameters if name_words(p.name) & CAUSAL_FLAG_WORDS and (
+        p.default is False or p.default is True and turned_off_by_its_author(target, p.name))), None)
+
+
+def causal_by_default(target, flag):
+    """Whether ``target``'s causal switch ``flag`` (:func:`causal_flag`) is on unless its caller turns it off."""
+    try:
+        return inspect.signature(target).parameters[flag].default is True
+    except (TypeError, ValueError, KeyError):
+        return False
+
+
+def turned_off_by_its_author(target, name):
+    """Whether the author's code builds the class ``target`` with its argument ``name`` given False (by keyword or
+    in its place): a call of the class, by its name or a dotted one, in the module that defines it or in one that
+    imports it (its classes' and functions' code where the module's own cannot be read, as a notebook's cells)."""
+    read = TURNED_OFF.setdefault(target, {})
+    if name not in read:
+        read[name] = any(gives_false(tree, scope, target, name) for tree, scope in code_naming(target))
+    return read[name]
+
+
+TURNED_OFF = weakref.WeakKeyDictionary()
+
+
+def code_naming(target):
+    """``(syntax tree, globals)`` of the code of each module holding ``target`` among its globals."""
+    for module in list(sys.modules.values()):
+        scope = getattr(module, "__dict__", None)
+        if not isinstance(scope, dict) or not any(value is target for value in list(scope.values())):
+            continue
+        try:
+            yield ast.parse(inspect.getsource(module)), scope
+            continue
+        except (OSError, TypeError, SyntaxError, ValueError):
+            pass
+        for value in list(scope.values()):
+            if (inspect.isclass(value) or inspect.isfunction(value)) and value.__module__ == module.__name__:
+                try:
+                    yield ast.parse(textwrap.dedent(inspect.getsource(value))), scope
+                except (OSError, TypeError, SyntaxError, IndentationError):
+                    continue
+
+
+def gives_false(tree, scope, target, name):
+    """Whether a call in ``tree`` of what ``scope`` names ``target`` gives its argument ``name`` False."""
+    place = list(inspect.signature(target).parameters).index(name)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or named_object(node.func, scope) is not target:
+            continue
+        given = next((k.value for k in node.keywords if k.arg == name), None)
+        if given is None and place < len(node.args) and not any(isinstance(a, ast.Starred)
+                                                                 for a in node.args[:place + 1]):
+            given = node.args[place]
+        if isinstance(given, ast.Constant) and given.value is False:
+            return True
+    return False
+
+
+def named_object(node, scope):
+    """The object a name or dotted name (``MultiHeadAttention``, ``layers.MultiHeadAttention``) denotes in
+    ``scope``, or None."""
+    if isinstance(node, ast.Name):
+        return scope.get(node.id)
+    if isinstance(node, ast.Attribute):
+        try:
+            return getattr(named_object(node.value, scope), node.attr, None)
+        except Exception:  # (an attribute of the author's that computes, and fails)
+            return None
+    return None
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ import inspect
 
 from adapters.building import PROBE, canonical_value, constructed_by_name, stack_layer_role
 from adapters.call_plans import constant
+from adapters.construction import causal_by_default, causal_flag
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, NO_HEAD_AXIS, base_convention
 
 DEPTH = 4
@@ -46,6 +47,9 @@ def construction(binding, bindings, depth=0):
             source = {"layers": construction(bindings[stack_layer_role(binding.role) or "encoder_layer"], bindings,
                                              depth + 1)}
         arguments.append([argument, source])
+    flag = causal_flag(binding.target)
+    if flag and causal_by_default(binding.target, flag) and flag not in binding.constructor:
+        arguments.append([flag, "value:False"])  # (built with its causal default off, as the checker builds it)
     return {"name": name, "role": binding.role, "arguments": arguments}
 
 

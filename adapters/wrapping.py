@@ -6,6 +6,7 @@ callable taking the canonical arguments. Inputs are given by the call plan, mask
 in its layout.
 """
 import ast
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -20,7 +21,7 @@ from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, arg
                                  first_tensor, forward_parameters, from_layout, in_layout, in_torch_style, output_among,
                                  inputs_not_accepted, name_words, per_sample, plan_arguments, positions_of,
                                  returns_table, setup_call, stacked)
-from adapters.construction import causal_flag, constructed_with, hyperparameters_fed
+from adapters.construction import causal_by_default, causal_flag, constructed_with, hyperparameters_fed
 from adapters.lint import self_attributes
 from adapters.masks import FULL_SHAPE, KEY_VECTORS, from_convention, full_masks
 from adapters.names import CANONICAL_CALLS, normalize
@@ -406,26 +407,33 @@ def role_builder(binding, bindings, convention):
 
 
 def module_builder(binding, bindings, convention):
-    """The canonical builder of a module role: construct from the plan, wrap under the canonical call."""
+    """The canonical builder of a module role: construct from the plan, wrap under the canonical call. A block with
+    a causal switch (:func:`causal_flag`) is built with it off, and with it on by ``build.causal``, as the author's
+    decoder builds its self-attention (§3.2.3)."""
     convention = binding.masks or convention
-    def build(**cfg_values):
+    flag = causal_flag(binding.target) if isinstance(binding.target, type) else None
+    off = flag and causal_by_default(binding.target, flag)  # (on unless turned off, as its author's encoder does)
+
+    def built(cfg_values, causal=False):
         cfg = Config(**cfg_values)
-        inner = build_from_plan(binding, cfg, bindings, convention=convention)
+        with (constructed_with(binding.target, flag, causal) if causal or off else contextlib.nullcontext()):
+            inner = build_from_plan(binding, cfg, bindings, convention=convention)
         if binding.role == "model":
             return AdaptedModel(inner, convention, cfg.d_model, binding.layout, binding.target_shift, binding.call)
         return Adapted(inner, binding.role, convention, binding.layout, binding.call,
                        binding.role == "positional_encoding" and binding.takes_token_ids, binding.adds_table)
+
+    def build(**cfg_values):
+        return built(cfg_values)
     build.__name__ = f"build_{binding.role}"
     build.target = binding.target  # the author's class, for the checks that watch its instances inside other blocks
     build.hyperparameters = hyperparameters_fed(binding, bindings)
     build.template = functools.partial(recipes.template, binding, bindings, build)  # (a reproduction's, on request)
     if binding.role == "model" and one_vocabulary(binding, bindings, convention):
         build.hyperparameters.discard("tgt_vocab")  # (a Case then draws one vocabulary for both sides)
-    flag = causal_flag(binding.target) if isinstance(binding.target, type) else None
     if flag:
         def causal(**cfg_values):
-            with constructed_with(binding.target, flag, True):
-                return build(**cfg_values)
+            return built(cfg_values, causal=True)
         build.causal = causal  # the block as the author's decoder builds it, its own causal switch on (§3.2.3)
     return build
 

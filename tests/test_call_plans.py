@@ -1,15 +1,19 @@
 """Planning a call from a forward's parameter names (``adapters/call_plans.py``): each mask argument gets the
 canonical mask its words name, whatever the author's vocabulary for it."""
+import dataclasses
 import inspect
 
 import torch
 import torch.nn as nn
 
 from adapters.assembly import can_play
+from adapters.building import PROBE, Binding
 from adapters.call_plans import call_plan, output_among, setup_method
-from adapters.construction import constructed_with
+from adapters.construction import causal_flag, constructed_with
+from adapters.wrapping import module_builder
 
 DECODER = ["x", "memory", "src_mask", "tgt_mask"]
+ATTENTION = ["query", "key", "value", "src_mask"]
 
 
 def plan(function, wanted=DECODER, by_name=True):
@@ -156,3 +160,67 @@ def test_the_output_is_the_returned_tensor_of_the_roles_output_shape():
 def test_a_module_with_weights_of_its_own_does_not_play_scaled_dot_product_attention():
     assert not can_play("attention", nn.Linear(4, 4)) and can_play("attention", nn.Softmax(-1))
     assert can_play("multi_head_attention", nn.Linear(4, 4))
+
+
+def test_an_attention_is_given_its_queries_and_its_keys_from_the_memory():
+    """An attention's call feeds its queries: ``forward(k, context=None)``, its queries' stream named ``k``, takes
+    the query first and the keys from its ``context`` (the encoder's output, whose values come with it, §3.2.3); a
+    memory named beside a query takes the keys too. A ``k`` beside a ``v``, a letter ``m``, a decoding ``states``
+    are left as they were."""
+    def queries_as_k(k, context=None):
+        pass
+
+    def with_memory(x, memory=None, mask=None):
+        pass
+
+    def torch_style(x, enc_output=None, key_padding_mask=None):
+        pass
+
+    def keys_and_values(k, v, mask):
+        pass
+
+    def letter(x, m=None):
+        pass
+
+    def cache(x, states=None):
+        pass
+    assert plan(queries_as_k, ATTENTION) == ["query", "key"]
+    assert plan(with_memory, ATTENTION) == ["query", "key", "src_mask"]
+    assert plan(torch_style, ATTENTION) == ["query", "key", "src_mask:padding"]
+    assert plan(keys_and_values, ATTENTION) == ["key", "value", "src_mask"]
+    assert plan(letter, ATTENTION) == ["query", None] and plan(cache, ATTENTION) == ["query", None]
+    assert plan(with_memory) == ["x", "memory", None]  # (a decoder's memory stays the memory)
+
+
+class CausalUnlessTold(nn.Module):
+    """An attention causal by default, which :class:`EncoderOfIt` builds with its switch off."""
+
+    def __init__(self, d_model, is_masked=True):
+        super().__init__()
+        self.is_masked, self.proj = is_masked, nn.Linear(d_model, d_model)
+
+    def forward(self, k, context=None):
+        return self.proj(k)
+
+
+class EncoderOfIt(nn.Module):
+    def __init__(self, d_model):
+        super().__init__()
+        self.attn = CausalUnlessTold(d_model, is_masked=False)
+
+
+class AppliesTheMaskGiven(CausalUnlessTold):
+    """A switch on by default that nothing turns off (``use_mask=True``: apply the mask given?)."""
+
+    def __init__(self, d_model, use_mask=True):
+        super().__init__(d_model)
+
+
+def test_a_causal_switch_on_by_default_is_built_off_where_its_author_turns_it_off():
+    """``is_masked=True`` by default, built with ``is_masked=False`` by its author's encoder: built so for the
+    role's checks, and with it on for the causal build; a switch nothing turns off is no causal switch."""
+    assert causal_flag(CausalUnlessTold) == "is_masked" and causal_flag(AppliesTheMaskGiven) is None
+    binding = Binding("multi_head_attention", "CausalUnlessTold", CausalUnlessTold, constructor={"d_model": "d_model"})
+    build = module_builder(binding, {}, "keep")
+    assert build(**dataclasses.asdict(PROBE)).inner.is_masked is False
+    assert build.causal(**dataclasses.asdict(PROBE)).inner.is_masked is True

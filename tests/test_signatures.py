@@ -3,7 +3,7 @@ attention taking one input is self-attention only, and one (or an attention func
 cannot be masked."""
 import textwrap
 
-from tests.suite import run_suite, verdicts
+from tests.suite import run_on_source, run_suite, verdicts
 
 SELF_ATTENTION_ONLY = textwrap.dedent('''
     import math
@@ -199,3 +199,91 @@ def test_padding_carried_in_band_as_zero_vectors_is_credited(tmp_path):
         code, output, report = run_suite(f"--impl={path}", "-k", "masked_keys and encoder_layer", tmp_path=tmp_path)
         found = [(c["verdict"], c["cause"]) for c in report["checks"] if c["component"] == "encoder_layer"]
         assert found == [(verdict, "" if verdict == "pass" else "encoder_layer.mask_not_accepted")], output
+
+
+QUERIES_AS_K = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn as nn
+
+
+    class MultiHeadAttention(nn.Module):
+        """Its queries' stream first (named k), the encoder's output as the context its keys and values come from
+        (None: self-attention); causal unless its caller turns that off."""
+        def __init__(self, num_heads, d_model, is_masked=True):
+            super().__init__()
+            self.h, self.is_masked = num_heads, is_masked
+            self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+        def forward(self, k, context=None, mask=None):
+            context = k if context is None else context
+            b, n, d = k.shape
+            split = lambda t: t.view(b, -1, self.h, d // self.h).transpose(1, 2)
+            q, key, v = split(self.w_q(k)), split(self.w_k(context)), split(self.w_v(context))
+            scores = q @ key.transpose(-2, -1) / math.sqrt(d // self.h)
+            if self.is_masked:
+                scores = scores.masked_fill(torch.ones(n, key.size(2), dtype=torch.bool).triu(1), -1e9)
+            if mask is not None:
+                scores = scores.masked_fill(~mask.unsqueeze(1), -1e9)
+            return self.w_o((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(b, n, d))
+
+
+    class EncoderLayer(nn.Module):
+        def __init__(self, num_heads, d_model, d_ff):
+            super().__init__()
+            self.attn = MultiHeadAttention(num_heads, d_model, is_masked=False)
+            self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+            self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+
+        def forward(self, x, mask=None):
+            x = self.norm1(x + self.attn(x, mask=mask))
+            return self.norm2(x + self.ffn(x))
+
+
+    class DecoderLayer(nn.Module):
+        def __init__(self, num_heads, d_model, d_ff):
+            super().__init__()
+            self.self_attn = MultiHeadAttention(num_heads, d_model)
+            self.cross_attn = MultiHeadAttention(num_heads, d_model, is_masked=False)
+            self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+            self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(3))
+
+        def forward(self, x, context, src_mask=None):
+            x = self.norms[0](x + self.self_attn(x))
+            x = self.norms[1](x + self.cross_attn(x, context, src_mask))
+            return self.norms[2](x + self.ffn(x))
+''')
+
+NO_MASK_PARAMETER = [("context=None, mask=None):", "context=None):"), ("        if mask is not None:\n", ""),
+                     ("            scores = scores.masked_fill(~mask.unsqueeze(1), -1e9)\n", ""),
+                     ("self.attn(x, mask=mask)", "self.attn(x)"),
+                     ("self.cross_attn(x, context, src_mask)", "self.cross_attn(x, context)")]
+"""The same attention with no mask parameter: it hides no padding (§3.2.3), its layers none either."""
+
+QUERIES_AS_K_CHECKS = ("-k", "multi_head_attention and (output_shape or distributions_over_keys or scores_scaled "
+                       "or masked_keys)")
+
+
+def edited(source, edits):
+    for old, new in edits:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    return source
+
+
+def test_an_attention_called_with_its_queries_as_k_and_its_keys_as_context(tmp_path):
+    """``forward(k, context=None, mask=None)``, ``k`` the queries' stream, its keys and values from ``context`` (the
+    encoder's output), a causal switch on by default that its layers turn off for the encoder's self-attention and
+    the cross-attention: called with the query first and the keys as its context, built with the switch off, it
+    passes. Without a mask parameter it is named for that (``mask_not_accepted``), not for a mask applied after
+    the softmax: values it is never given say nothing of where a mask is applied."""
+    for name, source, expected in (("queries_as_k", QUERIES_AS_K, ("pass", "")),
+                                   ("no_mask", edited(QUERIES_AS_K, NO_MASK_PARAMETER),
+                                    ("fail", "multi_head_attention.mask_not_accepted"))):
+        code, output, report, records = run_on_source(tmp_path, f"{name}.py", source, *QUERIES_AS_K_CHECKS)
+        found = {check: (r["verdict"], r["cause"]) for (component, check), r in records.items()
+                 if component == "multi_head_attention"}
+        assert found.pop("masked_keys_do_not_change_outputs", None) == expected, output[-3000:]
+        assert set(found) == {"output_shape", "attention_weights_are_distributions_over_keys",
+                              "scores_scaled_by_inverse_sqrt_d_k"}, output[-3000:]
+        assert set(found.values()) == {("pass", "")}, output[-3000:]

@@ -89,11 +89,17 @@ def change_values(case, component, inputs, where):
 
 def masked_after_softmax(case, component, module, inputs, out):
     """True when the outputs ignore the values at the masked keys (the weights there are 0 in the end) although
-    they depend on the masked keys: the mask zeroes the weights after a softmax taken over all keys."""
+    they depend on the masked keys: the mask zeroes the weights after a softmax taken over all keys. Only of a
+    block that takes a mask and values of their own, and whose outputs do change with the values at the real keys
+    (else values it ignores everywhere, or never receives, would say nothing of where a mask was applied)."""
     if component not in ("attention", "multi_head_attention"):
         return False
-    padded = ~key_mask(component, inputs)
-    return difference(call(module, change_values(case, component, inputs, padded), component), out, case) is None
+    if {"value", "src_mask"} & set(inputs_not_accepted(module)[0]):
+        return False
+    keep = key_mask(component, inputs)
+    if difference(call(module, change_values(case, component, inputs, keep), component), out, case) is None:
+        return False
+    return difference(call(module, change_values(case, component, inputs, ~keep), component), out, case) is None
 
 
 def all_true(inputs, index):
