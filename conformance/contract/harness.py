@@ -89,9 +89,15 @@ class Case:
     # -- building -----------------------------------------------------------------------------
     def build(self, role, train=False, causal=False):
         """Build ``role`` with the case's seed, on its device and dtype, in eval mode (train mode if asked); with
-        ``causal``, its causal switch on (``Implementation.build``), None when it has none."""
+        ``causal``, its causal switch on (``Implementation.build``; a function role's ``causal`` variant, an
+        attention method on its block built with the block's switch on), None when it has none."""
         if role in FUNCTION_ROLES:
-            return OnCopies(self.impl.function(role), role)
+            function = self.impl.function(role)
+            if causal:
+                function = getattr(function, "causal", None)
+                if function is None:
+                    return None
+            return OnCopies(function, role)
         seed_generators(self.seed, self.device)
         own_sizes, width = SIZES_OF_THEIR_OWN.setdefault(self.impl, {}), (role, self.cfg.d_model, causal)
         ignored = own_sizes.get(width)
