@@ -382,6 +382,33 @@ def attention_function(binding, convention):
     if binding.part_of is None and not inspect.isclass(target):
         attention.inputs_not_accepted = lambda: inputs_not_accepted(
             target, plan_arguments(target, CANONICAL_CALLS["attention"]), CANONICAL_CALLS["attention"], binding.name)
+    elif binding.part_of is not None and binding.part_of[1] is None:
+        attention = method_attention(binding, attention)
+    return attention
+
+
+def method_attention(binding, attention):
+    """``attention``, the canonical call of an attention written as a method of a block (``Owner.method(Q, K, V)``),
+    with what a free function's has: ``inputs_not_accepted``, the canonical inputs its parameters take none of (the
+    keys and values its block stores for it taken), and, where the block's constructor has a causal switch
+    (``MultiHeadAttention(d_model, h, masking=False)``, :func:`causal_flag`), ``causal``: the same call on the block
+    built with that switch on, as the author's decoder builds its masked self-attention (§3.2.3)."""
+    owner, function = binding.part_of[0], binding.target
+    unbound = functools.partial(function, None)  # (its signature after ``self``)
+    wanted = CANONICAL_CALLS["attention"]
+
+    def not_accepted():
+        missing, signature = inputs_not_accepted(unbound, plan_arguments(unbound, wanted), wanted, binding.name)
+        stored = stored_inputs_of(owner.target, function) if inspect.isclass(owner.target) else {}
+        return [c for c in missing if c not in stored], signature
+    attention.inputs_not_accepted = not_accepted
+    flag = causal_flag(owner.target) if inspect.isclass(owner.target) else None
+    if flag:
+        def causal(query, key, value, mask=None):
+            with constructed_with(owner.target, flag, True):
+                return attention(query, key, value, mask)
+        causal.inputs_not_accepted = not_accepted
+        attention.causal = causal
     return attention
 
 
@@ -390,7 +417,11 @@ def stored_inputs(method):
     block, where another method stored them (``init_keys(key)`` setting ``self.key_heads``, ``self.value_heads``,
     which ``attend(query, mask)`` reads): the attributes it reads that ``__init__`` and it itself do not set, named
     for keys and for values; {} unless both are found."""
-    cls, function = type(method.__self__), method.__func__
+    return stored_inputs_of(type(method.__self__), method.__func__)
+
+
+def stored_inputs_of(cls, function):
+    """:func:`stored_inputs` of the method ``function`` of ``cls``."""
     read, made = self_attributes(function, ast.Load), self_attributes(cls.__init__)
     if read is None or made is None:
         return {}

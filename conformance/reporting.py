@@ -15,8 +15,8 @@ from conformance.collection import check_of, component_of, family_of, is_a_check
 from conformance.diagnosis.evidence import CheckCalls, evidence
 from conformance.contract.interface import ROLES, MissingRole
 from conformance.options import EXPECTED, NOTES, PART_OF_A_RUN, RESULTS
-from conformance.contract.verdicts import (DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, SEVERITY, Finding,
-                                  summary_table)
+from conformance.contract.verdicts import (DEVIATION, ERROR, FAIL, MISSING, PASS, PASS_NOTES, SEVERITY, Failure,
+                                  Finding, summary_table)
 
 BEHIND = pytest.StashKey[tuple]()
 CALLS = pytest.StashKey[CheckCalls]()
@@ -117,12 +117,31 @@ def pytest_runtest_makereport(item, call):
             report.user_properties.append(("conformance_notes", list(impl.notes)))
 
 
+def counted_as_built(item, impl, excinfo):
+    """``excinfo``; or, where it holds a parameter count that failed on a block whose code fixes widths of its own
+    (``conformance.checks.test_parameters.at_the_papers_sizes``), what the count says at the paper's base sizes,
+    where its author builds it: missing (``adapter.sizes_fixed_by_the_code``) where it is the paper's there, else the
+    finding made there."""
+    failure = excinfo.value if excinfo is not None else None
+    if not (isinstance(failure, Failure) and failure.cause.endswith(".parameters.count")) or impl is None \
+            or harness.LATEST_CASE is None or "contract" not in getattr(item, "funcargs", {}):
+        return excinfo
+    from conformance.checks.test_parameters import at_the_papers_sizes  # (a module of checks: loaded as they run)
+    try:
+        at_the_papers_sizes(impl, item.funcargs["device"], item.funcargs["contract"], component_of(item), failure,
+                            harness.LATEST_CASE.cfg)
+    except Finding as found:
+        return pytest.ExceptionInfo.from_exception(found)
+    return excinfo
+
+
 def record_of(item, call, impl):
     """The verdict record of a check that ran (or whose set-up failed): a fail or a deviation names where the role
     is in the author's code (``where``); an error's message already names the line that raised."""
     component = component_of(item)
-    verdict, cause, message = (PASS, "", "; ".join(PASS_NOTES)) if call.excinfo is None else diagnosis.classify(
-        call.excinfo, component, getattr(impl, "locate", None), impl)
+    excinfo = counted_as_built(item, impl, call.excinfo)
+    verdict, cause, message = (PASS, "", "; ".join(PASS_NOTES)) if excinfo is None else diagnosis.classify(
+        excinfo, component, getattr(impl, "locate", None), impl)
     verdict, cause, message, kind = with_evidence(item, impl, verdict, cause, message)
     record = dict(component=component, family=family_of(item), check=check_of(item), verdict=verdict, cause=cause,
                   message=message + read_beside(impl, component, cause), nodeid=item.nodeid)

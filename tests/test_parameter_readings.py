@@ -326,3 +326,127 @@ def test_tables_of_positions_are_no_raw_projections():
     holder.sinusoids = nn.Parameter(torch.zeros(12, 12), requires_grad=False)
     holder.pos_table = nn.Parameter(torch.zeros(12, 12))
     assert raw_projections(holder, Config(d_model=12, h=3, d_ff=24, max_len=12)) == [(3, 0)]
+
+
+class HalfFixedDecoderLayer(nn.Module):
+    """A decoder layer whose attentions take d_model while its feed-forward network and its ``norms`` LayerNorms are
+    written for the base model's widths, 512 and 2048 (§3.1: two attentions, an FFN, three norms at d_model = 512)."""
+
+    def __init__(self, d_model, h, norms=3):
+        super().__init__()
+        self.self_attn, self.cross_attn = (ref.MultiHeadAttention(h, d_model) for _ in range(2))
+        self.up, self.down = nn.Linear(512, 2048), nn.Linear(2048, 512)
+        self.norms = nn.ModuleList(nn.LayerNorm(512) for _ in range(norms))
+
+
+def counted(builder, cfg):
+    """``(the failure of the parameter count of builder's decoder layer at cfg, its implementation)``."""
+    from conformance.checks.test_parameters import test_parameter_count
+    from conformance.contract.interface import Implementation
+    from conformance.contract.verdicts import Failure
+    impl = Implementation("half_fixed", {"decoder_layer": builder})
+    with pytest.raises(Failure) as failure:
+        test_parameter_count.hypothesis.inner_test(impl, "cpu", "paper", "decoder_layer", dict(
+            cfg=cfg, batch=1, src_len=3, tgt_len=4, dtype=torch.float64, seed=0))
+    return failure.value, impl
+
+
+SMALL = Config(d_model=8, h=2, d_ff=16, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=13, max_len=12)
+
+
+def test_a_block_fixing_widths_beside_d_model_is_counted_at_the_papers_sizes():
+    """At the checker's d_model = 8 the layer holds 512- and 2048-wide weights beside 8-wide ones: a count no author
+    builds. Counted again at the paper's base sizes, where its author builds it, it has the paper's count, and the
+    record is missing (``adapter.sizes_fixed_by_the_code``), never a failure of the author's."""
+    from conformance.checks.test_parameters import at_the_papers_sizes
+    from conformance.contract.harness import widths_of_its_own
+    assert "2048, 512 wide" in widths_of_its_own(HalfFixedDecoderLayer(8, 2), SMALL)
+    failure, impl = counted(HalfFixedDecoderLayer, SMALL)
+    with pytest.raises(Missing) as missing:
+        at_the_papers_sizes(impl, "cpu", "paper", "decoder_layer", failure, SMALL)
+    assert missing.value.cause == "adapter.sizes_fixed_by_the_code"
+    assert "it has the paper's count" in missing.value.observed and failure.observed in missing.value.observed
+
+
+def test_a_wrong_count_at_the_papers_sizes_still_fails_with_the_authors_own_numbers():
+    """The same layer with a fourth LayerNorm(512): at the paper's sizes it is 1024 parameters over the paper's
+    4,204,032, and fails so, the numbers those of the layer as its author builds it."""
+    from conformance.checks.test_parameters import at_the_papers_sizes
+    from conformance.contract.verdicts import Failure
+    failure, impl = counted(lambda d_model, h: HalfFixedDecoderLayer(d_model, h, norms=4), SMALL)
+    with pytest.raises(Failure) as again:
+        at_the_papers_sizes(impl, "cpu", "paper", "decoder_layer", failure, SMALL)
+    assert again.value.cause == "decoder_layer.parameters.count"
+    assert "4204032 parameters" in again.value.requirement and "observed 4205056" in again.value.message
+    assert "counted at the paper's base sizes" in again.value.observed
+
+
+def test_a_block_taking_every_size_it_is_given_keeps_its_count_as_found():
+    """Widths that are the configured ones, or fused projections three d_model wide, are no widths of the code's own:
+    a count failing there stands (nothing is raised, the failure is the record)."""
+    from conformance.checks.test_parameters import at_the_papers_sizes
+    from conformance.contract.harness import widths_of_its_own
+
+    class Fused(nn.Module):
+        def __init__(self, d_model, h):
+            super().__init__()
+            self.qkv, self.o = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+            self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(4))
+    assert widths_of_its_own(Fused(8, 2), SMALL) is None
+    assert widths_of_its_own(ref.DecoderLayer(8, 2, 16, 0.0), SMALL) is None
+    failure, impl = counted(Fused, SMALL)
+    assert at_the_papers_sizes(impl, "cpu", "paper", "decoder_layer", failure, SMALL) is None
+
+
+HALF_FIXED_SOURCE = '''import math
+import torch
+from torch import nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, heads):
+        super().__init__()
+        self.heads, self.d_k = heads, d_model // heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, query, key, value, mask=None):
+        b = query.size(0)
+        q, k, v = (w(t).view(b, -1, self.heads, self.d_k).transpose(1, 2)
+                   for w, t in ((self.q, query), (self.k, key), (self.v, value)))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_k)
+        if mask is not None:
+            scores = scores.masked_fill(mask.unsqueeze(1) == 0, float("-inf"))
+        return self.o((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, -1, self.heads * self.d_k))
+
+
+class DecoderLayer(nn.Module):
+    """Its attentions take d_model; its feed-forward network and norms are written for the base model's widths."""
+
+    def __init__(self, d_model, heads, dropout=0.1):
+        super().__init__()
+        self.self_attn, self.cross_attn = MultiHeadAttention(d_model, heads), MultiHeadAttention(d_model, heads)
+        self.up, self.down = nn.Linear(512, 2048), nn.Linear(2048, 512)
+        self.norms = nn.ModuleList(nn.LayerNorm(512) for _ in range(3))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        x = self.norms[0](x + self.drop(self.self_attn(x, x, x, tgt_mask)))
+        x = self.norms[1](x + self.drop(self.cross_attn(x, memory, memory, src_mask)))
+        return self.norms[2](x + self.drop(self.down(torch.relu(self.up(x)))))
+'''
+
+
+@pytest.mark.parametrize("norms", [3, 4])
+def test_the_count_record_of_a_layer_written_for_the_base_widths_is_the_count_at_those_widths(tmp_path, norms):
+    """The record itself (``conformance/reporting.py``): missing where the layer, built at the widths it is written
+    for, has the paper's count; a failure in the author's own numbers where a fourth LayerNorm(512) is one too many."""
+    from tests.suite import run_on_source
+    source = HALF_FIXED_SOURCE.replace("for _ in range(3))", f"for _ in range({norms}))")
+    code, output, report, records = run_on_source(tmp_path, "half_fixed.py", source, "-k",
+                                                  "decoder_layer and parameter_count")
+    record = records[("decoder_layer", "parameter_count")]
+    if norms == 3:
+        assert (record["verdict"], record["cause"]) == ("missing", "adapter.sizes_fixed_by_the_code"), output
+        return
+    assert (record["verdict"], record["cause"]) == ("fail", "decoder_layer.parameters.count"), output
+    assert "observed 4205056 parameters (+1024: 1 extra LayerNorm" in record["message"], output

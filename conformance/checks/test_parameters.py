@@ -8,10 +8,11 @@ import torch
 import torch.nn as nn
 from hypothesis import given
 
-from conformance.contract import strategies
+from conformance.contract import harness, strategies
 from conformance.contract.harness import MODULE_ROLES, Case, canonical_inputs, if_the_checker_sets, output_tensor
 from conformance.contract.probes import hooked
-from conformance.contract.verdicts import Deviation, Failure, Missing, note_on_pass
+from conformance.contract.verdicts import PASS_NOTES, Deviation, Failure, Finding, Missing, note_on_pass
+from conformance.diagnosis.evidence import PAPER_BASE, runs_at_the_papers_sizes
 from conformance.contract.weights import inside, layer_lists, norm_modules
 from reference import transformer as ref
 
@@ -324,6 +325,41 @@ def test_parameter_count(impl, device, contract, component, drawn):
     failure = Failure(f"{component}.parameters.count", requirement,
                       f"{observed} parameters ({observed - expected:+d}: {reading})", repro)
     raise if_the_checker_sets(impl, component, "h", failure) if component in ATTENTIONS else failure
+
+
+def at_the_papers_sizes(impl, device, contract, component, failure, cfg):
+    """Where ``failure``, a parameter count that failed at ``cfg``, counted a block its code builds at widths of its
+    own (:func:`harness.widths_of_its_own`: a ``LayerNorm(512)`` beside projections d_model wide), or one that
+    crashes at the checker's sizes and runs at the paper's (:func:`runs_at_the_papers_sizes`): raises what the count
+    says at the paper's base sizes (d_model 512, h 8, d_ff 2048), where such code is what its author builds: its
+    count there the paper's (or a reading that conforms), ``adapter.sizes_fixed_by_the_code``; else the finding made
+    there, with the author's own numbers. Returns where the code takes the sizes it is given (the failure stands)."""
+    try:
+        fixed = harness.widths_of_its_own(impl.build(component, cfg), cfg)
+    except Exception:  # (the author's code, which built at these sizes in the check: no reading of its widths)
+        fixed = None
+    served_here = isinstance(getattr(impl, "roles", None), dict) and component in impl.roles  # (not from apart)
+    if fixed is None and served_here and runs_at_the_papers_sizes(impl, component):
+        fixed = "it crashes at the checker's sizes and runs at the paper's: its code fixes a width of its own"
+    if fixed is None:
+        return
+    latest, notes = harness.LATEST_CASE, len(PASS_NOTES)
+    paper = dict(cfg=PAPER_BASE, batch=1, src_len=3, tgt_len=4, dtype=torch.float32, seed=0)
+    try:
+        test_parameter_count.hypothesis.inner_test(impl, device, contract, component, paper)
+    except Finding as found:
+        if isinstance(found, Missing):
+            raise
+        found.observed += f" (counted at the paper's base sizes, where its author builds it: {fixed})"
+        raise found from None
+    except Exception:  # (a crash at the paper's sizes says nothing of the count: the failure stands)
+        return
+    finally:
+        harness.LATEST_CASE, readings = latest, PASS_NOTES[notes:]
+        del PASS_NOTES[notes:]
+    raise Missing("adapter.sizes_fixed_by_the_code", failure.requirement, f"{failure.observed}; but {fixed}, and "
+                  f"built at the paper's base sizes ({PAPER_BASE}), as its author builds it, it has the paper's count"
+                  + "".join(f" ({reading})" for reading in readings), failure.reproduction)
 
 
 def built_d_ff(m, cfg):

@@ -89,9 +89,15 @@ class Case:
     # -- building -----------------------------------------------------------------------------
     def build(self, role, train=False, causal=False):
         """Build ``role`` with the case's seed, on its device and dtype, in eval mode (train mode if asked); with
-        ``causal``, its causal switch on (``Implementation.build``), None when it has none."""
+        ``causal``, its causal switch on (``Implementation.build``; a function role's ``causal`` variant, an
+        attention method on its block built with the block's switch on), None when it has none."""
         if role in FUNCTION_ROLES:
-            return OnCopies(self.impl.function(role), role)
+            function = self.impl.function(role)
+            if causal:
+                function = getattr(function, "causal", None)
+                if function is None:
+                    return None
+            return OnCopies(function, role)
         seed_generators(self.seed, self.device)
         own_sizes, width = SIZES_OF_THEIR_OWN.setdefault(self.impl, {}), (role, self.cfg.d_model, causal)
         ignored = own_sizes.get(width)
@@ -216,6 +222,23 @@ def widths_not_taken(module, cfg):
     widths = sorted({size for p in matrices for size in p.shape}, reverse=True)[:4]
     return (f"none of its weights is {cfg.d_model} wide (the configured d_model); their sizes include "
             f"{', '.join(map(str, widths))}: its code builds at sizes of its own, whatever it is given")
+
+
+def widths_of_its_own(module, cfg):
+    """Words for a block some of whose weights show the configured d_model while others are of a width that is none
+    of the configured sizes (nor twice to four times d_model, d_ff or d_k, nor a vocabulary or max_len with a row
+    more): its code fixes those widths itself (``nn.LayerNorm(512)``, ``nn.Linear(512, 2048)`` beside attention
+    projections d_model wide), and counts at the checker's sizes are of a block its author never builds; else None
+    (a block showing no d_model at all is :func:`widths_not_taken`'s)."""
+    weights = [p for p in module.parameters() if not isinstance(p, nn.parameter.UninitializedParameter)]
+    if not any(cfg.d_model in p.shape for p in weights):
+        return None
+    rows = (cfg.vocab_size, cfg.src_vocab, cfg.tgt_vocab, cfg.max_len)
+    sizes = ({1, cfg.d_model, cfg.h, cfg.d_k, cfg.d_ff, cfg.N} | set(rows) | {n + 1 for n in rows}
+             | {k * s for s in (cfg.d_model, cfg.d_ff, cfg.d_k) for k in (2, 3, 4)})
+    own = sorted({size for p in weights for size in p.shape if size not in sizes}, reverse=True)
+    return (f"beside weights {cfg.d_model} wide (the configured d_model), some are {', '.join(map(str, own[:4]))} "
+            "wide, none of the configured sizes: its code fixes those widths itself" if own else None)
 
 
 def canonical_inputs(case, role):
