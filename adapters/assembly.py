@@ -318,6 +318,19 @@ def watched_run(top, bindings, implementation, case, plans, polarities, layouts=
             plans[role] = (complete, plan if sorted(plan) != sorted(planned) else None)
         return pre_hook
 
+    def watch_masks(role):  # (a block called by another block only, whose masks are all its call shows)
+        def pre_hook(module, args, kwargs):
+            try:
+                passed = inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments
+            except TypeError:
+                return
+            planned = bindings[role].call or plan_arguments(module, CANONICAL_CALLS[role])
+            for name, c in planned:
+                shown = convention_shown(passed.get(name), canonical.get(c))
+                if shown:
+                    polarities.setdefault(role, set()).add(shown)
+        return pre_hook
+
     def watch_layout(role):
         def pre_hook(module, args, kwargs):
             try:
@@ -326,7 +339,7 @@ def watched_run(top, bindings, implementation, case, plans, polarities, layouts=
                 return
             layouts.setdefault(role, set()).add(layout_shown(passed, case.batch, lengths, PROBE.d_model))
         return pre_hook
-    for role in dict.fromkeys((*SEQUENCES_BY_LENGTH, *(LAYOUT_SHOWN if layouts is not None else ()))):
+    for role in dict.fromkeys((*SEQUENCES_BY_LENGTH, "attention", *(LAYOUT_SHOWN if layouts is not None else ()))):
         watched = bindings.get(role)
         if watched is None or role == top or not inspect.isclass(watched.target):
             continue
@@ -335,6 +348,8 @@ def watched_run(top, bindings, implementation, case, plans, polarities, layouts=
                   [m for m in adapted.inner.modules() if type(m) is watched.target])
         if role in SEQUENCES_BY_LENGTH:
             hooks += [m.register_forward_pre_hook(watch(role), with_kwargs=True) for m in blocks]
+        if role == "attention":
+            hooks += [m.register_forward_pre_hook(watch_masks(role), with_kwargs=True) for m in blocks]
         if layouts is not None and role in LAYOUT_SHOWN:
             hooks += [m.register_forward_pre_hook(watch_layout(role), with_kwargs=True) for m in blocks]
     try:

@@ -222,14 +222,14 @@ def masks_as_the_model_gives_them(binding, polarity, module_name, roles, binding
         return
     before = binding.masks
     binding.masks = polarity + current[len(base):]
-    roles[binding.role] = module_builder(binding, bindings, convention)
+    roles[binding.role] = role_builder(binding, bindings, convention)
     if canonical_call_error(Implementation(module_name, roles), binding.role) is None:
         binding.notes[:] = [n for n in binding.notes if not n.startswith("(masks: ")]
         binding.notes.append(f"(masks: {describe_convention(binding.masks)}; read so because the author's own model "
                              "gives it its masks so)")
         return
     binding.masks = before
-    roles[binding.role] = module_builder(binding, bindings, convention)
+    roles[binding.role] = role_builder(binding, bindings, convention)
 
 
 def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), observed=None):

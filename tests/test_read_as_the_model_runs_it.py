@@ -14,10 +14,18 @@ BLOCKED_MASKS = textwrap.dedent('''
     PAD = 0
 
 
+    class ScaledDotProductAttention(nn.Module):
+        def forward(self, q, k, v, mask=None):
+            scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+            if mask is not None:
+                scores = scores.masked_fill(mask == 1, -1e9)   # True where the key is padding
+            return scores.softmax(-1) @ v
+
+
     class Attention(nn.Module):
         def __init__(self, heads, width):
             super().__init__()
-            self.heads, self.width = heads, width
+            self.heads, self.width, self.attend = heads, width, ScaledDotProductAttention()
             self.query, self.key, self.value = (nn.Linear(width, width) for _ in range(3))
             self.out = nn.Linear(width, width, bias=False)
 
@@ -25,13 +33,10 @@ BLOCKED_MASKS = textwrap.dedent('''
             batch, size = q.size(0), self.width // self.heads
             split = lambda t: t.view(batch, -1, self.heads, size).transpose(1, 2)
             q, k, v = split(self.query(q)), split(self.key(k)), split(self.value(v))
-            scores = q @ k.transpose(-2, -1) / math.sqrt(size)
             if causal:
-                future = torch.triu(torch.ones(scores.shape[-2:], dtype=torch.bool), 1)
-                scores = scores.masked_fill(future, -1e9)
-            if padding_mask is not None:
-                scores = scores.masked_fill(padding_mask == 1, -1e9)   # True where the key is padding
-            return self.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(batch, -1, self.width))
+                future = torch.triu(torch.ones(q.size(2), k.size(2), dtype=torch.bool), 1)
+                padding_mask = future if padding_mask is None else padding_mask | future
+            return self.out(self.attend(q, k, v, padding_mask).transpose(1, 2).reshape(batch, -1, self.width))
 
 
     class FeedForward(nn.Module):
@@ -107,12 +112,15 @@ BLOCKED_MASKS = textwrap.dedent('''
 ''')
 
 CHECKS = ("(encoder_layer or decoder_layer) and (masked_keys_do_not_change_outputs or layer_placement or "
-          "every_parameter_receives_gradient)")
+          "every_parameter_receives_gradient) or attention and masked")
 
 
 def test_layers_given_masks_true_where_padding_and_run_out_of_registration_order_are_read_so(tmp_path):
     _, output, report, records = run_on_source(tmp_path, "blocked_masks.py", BLOCKED_MASKS, "-k", CHECKS)
     assert report is not None, output
+    for component, check in [("attention", "masked_keys_do_not_change_outputs"),
+                             ("attention", "masked_attention_weights_are_zero")]:
+        assert records[(component, check)]["verdict"] == "pass", records[(component, check)]
     for component in ("encoder_layer", "decoder_layer"):
         for check in ("masked_keys_do_not_change_outputs", "every_parameter_receives_gradient"):
             record = records[(component, check)]
@@ -124,8 +132,8 @@ def test_layers_given_masks_true_where_padding_and_run_out_of_registration_order
 def test_attention_reading_the_models_masks_the_other_way_round_is_still_named_on_the_model(tmp_path):
     """The attention reads True = may attend while the model marks the padding True: the model attends to nothing
     but padding, which its own outputs show."""
-    inverted = BLOCKED_MASKS.replace("scores.masked_fill(padding_mask == 1, -1e9)",
-                                     "scores.masked_fill(padding_mask == 0, -1e9)")
+    inverted = BLOCKED_MASKS.replace("scores.masked_fill(mask == 1, -1e9)", "scores.masked_fill(mask == 0, -1e9)")
+    assert inverted != BLOCKED_MASKS
     _, output, report, records = run_on_source(tmp_path, "inverted.py", inverted, "-k",
                                                "model and appended_padding_does_not_change_outputs")
     record = records[("model", "appended_padding_does_not_change_outputs")]
