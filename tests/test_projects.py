@@ -309,8 +309,9 @@ def test_a_project_folder_is_read_whole_and_its_scripts_are_not_run(tmp_path):
 
 def test_a_plain_folder_named_as_a_standard_module_is_imported_as_its_scripts_run(tmp_path):
     """``code/model.py`` with no ``__init__.py``: ``code`` is the standard library's module, so ``code.model`` is no
-    import of its author's, who runs the scripts from inside ``code/``: its modules are read as top-level ones."""
-    project = write(tmp_path / "repo", {"README.md": "a project", "code/layers.py": FFN})
+    import of its author's, who runs the scripts from inside ``code/``: its modules are read as top-level ones (a
+    name no other test's project uses: the tests load many projects in one process)."""
+    project = write(tmp_path / "repo", {"README.md": "a project", "code/plain_folder_layers.py": FFN})
     impl = load_implementation(str(project))
     assert "feed_forward" in impl.roles, impl.notes
 
