@@ -353,12 +353,12 @@ def test_real_seeds_load():
 
 
 PROJECT_NEEDING_PACKAGES = {
-    "data.py": "from datasets_not_installed_here import load_dataset\nimport tokenizers_not_here.models as tm\n",
-    "model.py": '''
+    "corpus_needing_packages.py": "from datasets_not_installed_here import load_dataset\nimport tokenizers_not_here.models as tm\n",
+    "model_needing_packages.py": '''
 import torch
 import torch.nn as nn
 
-from data import load_dataset
+from corpus_needing_packages import load_dataset
 
 
 class FeedForward(nn.Module):
@@ -385,7 +385,8 @@ class Generator(nn.Module):
 def test_a_package_missing_here_is_stood_in_for_and_its_use_is_no_finding(tmp_path):
     """A project module importing packages that are not installed here (directly or through another module of the
     project) still loads: placeholders stand in, so its classes are found; code that uses such a package gets
-    ``adapter.import_failed`` (missing), never an error of the author's."""
+    ``adapter.import_failed`` (missing), never an error of the author's. (Module names no other test's project uses:
+    the tests load many projects in one process, and a cached ``model`` would stand in for this one's.)"""
     for name, source in PROJECT_NEEDING_PACKAGES.items():
         (tmp_path / "project" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "project" / name).write_text(source)
