@@ -289,20 +289,31 @@ def watched_run(top, bindings, implementation, case, plans, polarities, layouts=
     lengths = {case.src_len: "src", case.tgt_len: "tgt"}
     hooks = []
 
+    def arguments(module, args, kwargs):
+        """One call's arguments by parameter name; None where they do not bind to its forward."""
+        try:
+            return inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments
+        except TypeError:
+            return None
+
+    def note_polarity(role, passed, plan):
+        """Add to ``polarities`` how each mask ``plan`` ((parameter, canonical input)) names was given (a part of
+        torch's two, True = blocked by design, is no canonical mask and shows nothing)."""
+        for name, c in plan:
+            shown = convention_shown(passed.get(name), canonical.get(c))
+            if shown:
+                polarities.setdefault(role, set()).add(shown)
+
     def watch(role):
         def pre_hook(module, args, kwargs):
             if plans.get(role, (False,))[0]:
                 return
             planned = bindings[role].call or plan_arguments(module, CANONICAL_CALLS[role])
-            try:
-                passed = inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments
-            except TypeError:
+            passed = arguments(module, args, kwargs)
+            if passed is None:
                 return
             learned, complete = learned_plan(role, passed, given, lengths, PROBE.d_model)
-            for name, c in [*planned, *learned.items()]:  # (a part of torch's two is True = blocked by design)
-                shown = convention_shown(passed.get(name), canonical.get(c))
-                if shown:
-                    polarities.setdefault(role, set()).add(shown)
+            note_polarity(role, passed, [*planned, *learned.items()])
             if complete:
                 shown = set(learned.values())
                 plan = [(name, learned.get(name, c)) for name, c in planned if name in learned or c not in shown]
@@ -320,22 +331,16 @@ def watched_run(top, bindings, implementation, case, plans, polarities, layouts=
 
     def watch_masks(role):  # (a block called by another block only, whose masks are all its call shows)
         def pre_hook(module, args, kwargs):
-            try:
-                passed = inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments
-            except TypeError:
+            passed = arguments(module, args, kwargs)
+            if passed is None:
                 return
-            planned = bindings[role].call or plan_arguments(module, CANONICAL_CALLS[role])
-            for name, c in planned:
-                shown = convention_shown(passed.get(name), canonical.get(c))
-                if shown:
-                    polarities.setdefault(role, set()).add(shown)
+            note_polarity(role, passed, bindings[role].call or plan_arguments(module, CANONICAL_CALLS[role]))
         return pre_hook
 
     def watch_layout(role):
         def pre_hook(module, args, kwargs):
-            try:
-                passed = inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments
-            except TypeError:
+            passed = arguments(module, args, kwargs)
+            if passed is None:
                 return
             layouts.setdefault(role, set()).add(layout_shown(passed, case.batch, lengths, PROBE.d_model))
         return pre_hook
