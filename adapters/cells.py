@@ -341,6 +341,39 @@ def project_files(directory: Path) -> list[Path]:
     return sorted(found, key=lambda f: (f.parent.parts, f.name != "__init__.py", f.name))
 
 
+MODULE_CLASS = re.compile(r"^\s*class\s+\w+\s*\([^)]*\bModule\b", re.M)
+
+
+def notebook_of_folder(directory: Path) -> Path | None:
+    """The notebook a folder without a module that only defines code keeps its model in: of the notebooks in it (not
+    in hidden or private folders, not Jupyter's checkpoints), the one whose code cells define the most
+    ``torch.nn.Module`` classes, the shortest path of those (a copy's name is longer); None when no notebook defines
+    one."""
+    found = []
+    for file in sorted(Path(directory).rglob("*.ipynb")):
+        if any(p.startswith((".", "_")) for p in file.relative_to(directory).parts[:-1]):
+            continue
+        try:
+            code = "\n".join(cell.source for cell in _notebook_cells(_read_text(file)))
+        except (LoadError, OSError, ValueError):
+            continue
+        classes = len(MODULE_CLASS.findall(code))
+        if classes:
+            found.append((-classes, len(str(file)), str(file), file))
+    return min(found)[-1] if found else None
+
+
+def code_of(path: str) -> str:
+    """``path``, or, for a folder that keeps its code in a notebook (no package, no module that only defines code:
+    a project of notebooks beside its data), that notebook (:func:`notebook_of_folder`)."""
+    folder = Path(path)
+    if not folder.is_dir() or (folder / "__init__.py").is_file() or not any(folder.rglob("*.ipynb")) \
+            or project_files(folder):
+        return path
+    notebook = notebook_of_folder(folder)
+    return path if notebook is None else str(notebook)
+
+
 def imports_from_inside(directory: Path) -> bool:
     """Whether the folder's own modules import one another by names rooted inside it (``from blocks.layers import
     EncoderLayer`` beside a ``blocks/`` folder): code run from the folder itself, a project's root though it holds an

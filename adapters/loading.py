@@ -8,7 +8,6 @@ for a package not installed here.
 """
 from __future__ import annotations
 
-import __future__
 import ast
 import contextlib
 import hashlib
@@ -29,6 +28,8 @@ import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adapters.cell_failures import (ANNOTATIONS_AS_TEXT, annotation_of_missing_package, failed_import,
+                                    names_bound, needing_a_missing_package)
 from adapters.cells import Cell, LoadError, extract_cells, install_roots, project_files
 
 OUTPUT_TAIL = 2048
@@ -292,50 +293,6 @@ def _execute(result: LoadedCode, cell: Cell, run, deadline: float, limit: float,
     return None
 
 
-def _failed_import(exc: BaseException | None, body: list[ast.stmt], filename: str) -> int | None:
-    """Index in ``body`` of the top-level import statement of a cell that raised ``exc`` (an ImportError), if so."""
-    if not isinstance(exc, ImportError):
-        return None
-    line = next((line for f, line in traceback.walk_tb(exc.__traceback__)
-                 if f.f_code.co_filename == filename and f.f_code.co_name == "<module>"), None)
-    return next((i for i, s in enumerate(body) if isinstance(s, (ast.Import, ast.ImportFrom))
-                 and line is not None and s.lineno <= line <= s.end_lineno), None)
-
-
-ANNOTATIONS_AS_TEXT = __future__.annotations.compiler_flag
-"""Compiler flag under which annotations are kept as text, never evaluated (PEP 563)."""
-
-
-def _annotation_of_missing_package(exc: BaseException | None, body: list[ast.stmt], filename: str,
-                                   unbound: dict) -> int | None:
-    """Index in ``body`` of the top-level definition that raised ``exc``, a NameError for a name whose import
-    failed (``unbound``: a package not installed here), when that name appears in one of its annotations
-    (``def __init__(self, vocab: torchtext.vocab.Vocab)``): an annotation must not stop a class from loading."""
-    if not isinstance(exc, NameError) or exc.name not in unbound:
-        return None
-    line = next((line for f, line in traceback.walk_tb(exc.__traceback__)
-                 if f.f_code.co_filename == filename and f.f_code.co_name == "<module>"), None)
-    for index, statement in enumerate(body):
-        if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and line is not None \
-                and statement.lineno <= line <= statement.end_lineno and exc.name in _annotation_names(statement):
-            return index
-    return None
-
-
-def _annotation_names(definition: ast.stmt) -> set[str]:
-    """The names read in the annotations of the functions (and the class body) of ``definition``."""
-    annotations = []
-    for node in ast.walk(definition):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            arguments = node.args
-            annotations += [a.annotation for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
-                            + [arguments.vararg, arguments.kwarg] if a is not None and a.annotation is not None]
-            annotations += [node.returns] if node.returns is not None else []
-        elif isinstance(node, ast.AnnAssign):
-            annotations.append(node.annotation)
-    return {n.id for a in annotations for n in ast.walk(a) if isinstance(n, ast.Name)}
-
-
 SUBMISSION_PREFIX = "submission_"
 """The start of the name of every module the loader loads a file under (:func:`_module_name`)."""
 
@@ -383,11 +340,11 @@ def _run_cells(result: LoadedCode, cell_timeout: float, total_timeout: float) ->
         body, cell_end = ast.parse(cell.source).body, time.monotonic() + limit
         last_class = body[-1].name if body and isinstance(body[-1], ast.ClassDef) else None
         flags = 0
-        while True:  # a failed top-level import is recorded and the rest of the cell still runs
+        while True:  # a package not installed here stops no cell (adapters.cell_failures)
             exc = _execute(result, cell, lambda: exec(code, namespace), cell_end, limit, total, out)
-            failed = _failed_import(exc, body, filename)
+            failed = failed_import(exc, body, filename)
             if failed is None and not flags:
-                failed = _annotation_of_missing_package(exc, body, filename, result.unbound)
+                failed = annotation_of_missing_package(exc, body, filename, result.unbound)
                 if failed is not None:  # its annotations read as text, as `from __future__ import annotations` does
                     flags = ANNOTATIONS_AS_TEXT
                     result.problems[-1].message += (" (an annotation naming a package not installed here: the "
@@ -396,10 +353,10 @@ def _run_cells(result: LoadedCode, cell_timeout: float, total_timeout: float) ->
                     code = compile(ast.Module(body, []), filename, "exec", flags=flags, dont_inherit=True)
                     continue
             if failed is None:
+                failed = needing_a_missing_package(exc, body, filename, result.unbound)
+            if failed is None:
                 break
-            for alias in body[failed].names:  # names the failed import was to bind: reading them is no mistake
-                bound = alias.asname or (alias.name if isinstance(body[failed], ast.ImportFrom)
-                                         else alias.name.split(".")[0])
+            for bound in names_bound(body[failed]):  # names it was to bind: reading them is no mistake
                 result.unbound[bound] = result.problems[-1].message
             body = body[failed + 1:]
             code = compile(ast.Module(body, []), filename, "exec", flags=flags, dont_inherit=True)

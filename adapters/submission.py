@@ -16,6 +16,7 @@ from adapters.building import PROBE
 from adapters.call_plans import padding_by_lengths
 from adapters.masks import LENGTHS
 from adapters.candidates import candidates, roles_in_uncompiled_cells
+from adapters.cells import code_of
 from adapters.in_place import reading_note
 from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
@@ -73,9 +74,13 @@ def makes_masks_from_tokens(build):
 
 def load_from_path(path):
     """Code from a file or a package directory, whatever its form (``adapters.loading``): its own
-    ``CONFORMANCE_ROLES`` if it defines them, else the roles that ``adapters.binding`` finds."""
+    ``CONFORMANCE_ROLES`` if it defines them, else the roles that ``adapters.binding`` finds. A folder that keeps
+    its code in a notebook is that notebook (``adapters.cells.code_of``)."""
+    given, path = path, code_of(path)
     loaded = load_code(path, cell_timeout=float(os.environ.get(CELL_TIMEOUT_ENV_VAR, 10)))
     notes = [f"loaded as {loaded.kind}: {len(loaded.cells)} code cell(s)"] + [p.message for p in loaded.problems]
+    if path != given:
+        notes.insert(0, f"{given} holds no module that only defines code: its notebook {path} is what is checked")
     if loaded.fatal or loaded.module is None:
         return Implementation(path, {}, notes=notes + [loaded.fatal or "nothing could be run"])
     trees = list(parsed((cell_file(loaded.path, cell.number), cell.source) for cell in loaded.cells))

@@ -53,13 +53,13 @@ def test_a_stage_imports_nothing_above_it(module):
 SHARED = ["adapters.names", "adapters.masks", "adapters.lint", "adapters.alignment", "adapters.multipliers",
           "adapters.projections", "adapters.torch_nn"]
 """Helpers every stage may use: the vocabulary of names, mask conventions, code reading, small readings of blocks."""
-STAGES = ["adapters.cells", "adapters.loading", "adapters.observe", "adapters.call_plans", "adapters.building",
-          "adapters.construction", "adapters.recipes", "adapters.candidates", "adapters.wrapping",
+STAGES = ["adapters.cells", "adapters.cell_failures", "adapters.loading", "adapters.observe", "adapters.call_plans",
+          "adapters.building", "adapters.construction", "adapters.recipes", "adapters.candidates", "adapters.wrapping",
           "adapters.behaviour", "adapters.assembly", "adapters.binding", "adapters.calls", "adapters.repairs",
           "adapters.in_place", "adapters.submission"]
 """The stages of ``adapters/`` in the order a submission goes through them (``docs/reading-code.md``): cut into
-cells, load, observe its author's own runs, plan calls, build, plan construction, say how a role is built and called
-as plain code (for reproduction scripts), find candidates, wrap under the canonical call, try behaviour, read the
+cells, say what of a cell runs past a failure, load, observe its author's own runs, plan calls, build, plan
+construction, say how a role is built and called as plain code (for reproduction scripts), find candidates, wrap under the canonical call, try behaviour, read the
 assembly, bind roles; then read the calls for misplaced arguments, keep a way to repair crashes, record the
 sub-blocks' calls inside the author's own forward pass (the checks in place), and hand the checks an
 Implementation."""

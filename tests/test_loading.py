@@ -198,6 +198,41 @@ def test_missing_module_is_an_import_problem_and_the_cell_goes_on(tmp_path):
     assert result.module.after == pytest.approx(3.14159, abs=1e-5)
 
 
+def test_statements_needing_a_missing_package_are_skipped_and_the_cell_goes_on(tmp_path):
+    """The data preparation of a notebook whose package is not installed here fails, and what reads its results
+    fails with it; the imports and classes after them in the same cell still load, as they did for the author."""
+    code = ("from no_such_datasets_xyz import load_corpus\ncorpus = load_corpus('wmt')\npairs = [p for p in corpus]\n"
+            "import torch.nn as nn\nclass Net(nn.Module):\n    pass\ntotal = len(pairs)\nafter = 1\n")
+    result = load_code(write(tmp_path, "code.txt", code))
+    assert kinds(result) == ["import", "exception", "exception", "exception"]
+    assert [p.lineno for p in result.problems] == [1, 2, 3, 7]
+    assert issubclass(result.module.Net, torch.nn.Module) and result.module.after == 1
+    assert set(result.unbound) == {"load_corpus", "corpus", "pairs", "total"}
+
+
+def test_a_mistake_of_the_authors_still_stops_the_cell(tmp_path):
+    code = "import math\nvalue = undefined_name_xyz + 1\nafter = math.pi\n"
+    result = load_code(write(tmp_path, "code.txt", code))
+    assert kinds(result) == ["exception"] and not hasattr(result.module, "after")
+
+
+def test_a_folder_keeping_its_model_in_a_notebook_is_that_notebook(tmp_path):
+    from adapters.cells import code_of
+    model = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import torch.nn as nn\nclass Net(nn.Module):\n    pass\nclass Head(nn.Module):\n    pass")])
+    plots = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import torch.nn as nn\nclass Tiny(nn.Module):"
+                                                                      "\n    pass")])
+    (tmp_path / "notes").mkdir()
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    for path, notebook in [("notes/model.ipynb", model), ("model - Copy.ipynb", model), ("plots.ipynb", plots),
+                           (".ipynb_checkpoints/model-checkpoint.ipynb", model)]:
+        (tmp_path / path).write_text(nbformat.writes(notebook))
+    (tmp_path / "train.py").write_text("import torch\nfor step in range(3):\n    print(step)\n")
+    assert code_of(str(tmp_path)) == str(tmp_path / "notes" / "model.ipynb")
+    (tmp_path / "layers.py").write_text("import torch.nn as nn\nclass Net(nn.Module):\n    pass\n")
+    assert code_of(str(tmp_path)) == str(tmp_path)  # a module that only defines code: the folder is the project
+
+
 def test_exception_keeps_earlier_definitions_and_points_at_the_line(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("def f():\n    return 1 / 0"),
