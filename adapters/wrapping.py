@@ -23,7 +23,7 @@ from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, arg
                                  returns_table, setup_call, stacked)
 from adapters.construction import causal_by_default, causal_flag, constructed_with, hyperparameters_fed
 from adapters.lint import self_attributes
-from adapters.masks import FULL_SHAPE, KEY_VECTORS, from_convention, full_masks
+from adapters.masks import FULL_SHAPE, KEY_VECTORS, from_convention, full_masks, torch_part
 from adapters.names import CANONICAL_CALLS, normalize
 from conformance.contract.harness import PAD
 from conformance.contract.interface import FUNCTION_ROLES, Config
@@ -72,12 +72,13 @@ class Adapted(Transparent):
         given = dict(named, x=positions_of(named["x"])) if self.tokens_for_positions else named
         # whether the call's masks hide keys from some queries only (a causal triangle) where key vectors cannot
         # say it: masks given as key vectors, or in torch's two parts with a key-padding parameter only
-        fed = {c for _, c in self.arguments}
+        fed = {torch_part(c) or (c, None) for _, c in self.arguments}
         self.masks_cut = any(
             name.endswith("mask") and isinstance(m, torch.Tensor) and m.dim() == 3
             and not torch.equal(m, m.any(-2, keepdim=True).expand_as(m))
             and ((self.convention or "").endswith(KEY_VECTORS)
-                 or f"{name}:padding" in fed and not {name, f"{name}:attention"} & fed) for name, m in named.items())
+                 or (name, "padding") in fed and not {(name, None), (name, "attention")} & fed)
+            for name, m in named.items())
         out = output_among(self.inner(**adapt_arguments(self.arguments, given, self.convention)), self.role, named)
         if self.role == "positional_encoding" and returns_table(out, named["x"], self.adds_table):
             out = named["x"] + out  # the (length, d_model) table alone: its caller adds it, as the author's does
@@ -284,9 +285,9 @@ class AdaptedModel(Transparent):
         missing, shown = [], []
         for method, arguments, wanted in (("encode", self.encode_arguments, ["src_mask"]),
                                           ("decode", self.decode_arguments, ["src_mask", "tgt_mask"])):
-            planned = {c for _, c in arguments}  # (a mask given as torch's attention part alone drops its padding)
+            planned = {torch_part(c) for _, c in arguments}  # (torch's attention part alone drops the padding)
             kept = [(n, c) for n, c in arguments
-                    if not c.endswith(":attention") or c.replace(":attention", ":padding") in planned]
+                    if (torch_part(c) or (c, None))[1] != "attention" or (torch_part(c)[0], "padding") in planned]
             dropped, signature = inputs_not_accepted(getattr(type(self.inner), method), kept, wanted,
                                                      f"{type(self.inner).__name__}.{method}", skip=1)
             missing += [c for c in dropped if c not in missing]
