@@ -148,9 +148,11 @@ class AdaptedModel(Transparent):
     target, else through its ``encode`` and ``decode`` methods. Its output is the decoder output (``d_model``
     features): the call's own result when it has that shape, else, for a call ending in log-probabilities or
     logits, the last output of that shape one of the model's sub-modules made (the decoder's, or its final norm's),
-    read with forward hooks. What the author's own call returned is kept as :attr:`raw_output`."""
+    read with forward hooks. What the author's own call returned is kept as :attr:`raw_output`. ``calls``: the plans
+    of ``encode`` and ``decode`` as its own forward calls them, where discovery read them from its run."""
 
-    def __init__(self, inner, convention, d_model=None, layout=None, target_shift=None, arguments=None):
+    def __init__(self, inner, convention, d_model=None, layout=None, target_shift=None, arguments=None,
+                 calls=None):
         super().__init__()
         self.inner, self.convention, self.d_model, self.layout = inner, convention, d_model, layout
         self.target_shift = target_shift
@@ -167,6 +169,8 @@ class AdaptedModel(Transparent):
                                  if methods else None)
         self.decode_arguments = (plan_arguments(inner.decode, ["memory", "src_mask", "tgt", "tgt_mask"], torch_style,
                                                 by_name) if methods else None)
+        if calls:  # (as the author's own forward calls them, read from its run)
+            self.encode_arguments, self.decode_arguments = calls["encode"], calls["decode"]
 
     @property
     def masks_from_tokens(self):
@@ -451,7 +455,8 @@ def module_builder(binding, bindings, convention):
         with (constructed_with(binding.target, flag, causal) if causal or off else contextlib.nullcontext()):
             inner = build_from_plan(binding, cfg, bindings, convention=convention)
         if binding.role == "model":
-            return AdaptedModel(inner, convention, cfg.d_model, binding.layout, binding.target_shift, binding.call)
+            return AdaptedModel(inner, convention, cfg.d_model, binding.layout, binding.target_shift, binding.call,
+                                binding.method_calls)
         return Adapted(inner, binding.role, convention, binding.layout, binding.call,
                        binding.role == "positional_encoding" and binding.takes_token_ids, binding.adds_table)
 

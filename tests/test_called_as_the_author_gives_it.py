@@ -1,0 +1,111 @@
+"""A block is called as its author's own code calls it, or not blamed: a model whose forward takes torch's two mask
+parts, every one required, and hands its ``encode`` and ``decode`` masks of its own making (the padding with a head
+axis, True = blocked) is given a tensor for each part and its methods those masks. The same model dropping the
+memory's mask in ``decode`` is still named."""
+import textwrap
+
+from tests.suite import run_on_source
+
+TORCH_PARTS = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn as nn
+
+
+    class HeadsAttention(nn.Module):
+        def __init__(self, width, heads):
+            super().__init__()
+            self.heads, self.size = heads, width // heads
+            self.q, self.k, self.v, self.o = (nn.Linear(width, width) for _ in range(4))
+
+        def forward(self, query, key, value, blocked=None):
+            b = query.size(0)
+            split = lambda t: t.view(b, -1, self.heads, self.size).transpose(1, 2)
+            q, k, v = split(self.q(query)), split(self.k(key)), split(self.v(value))
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.size)
+            if blocked is not None:
+                scores = scores.masked_fill(blocked, float("-inf"))
+            out = scores.softmax(-1) @ v
+            return self.o(out.transpose(1, 2).reshape(b, -1, self.heads * self.size))
+
+
+    class Block(nn.Module):
+        def __init__(self, width, heads, hidden, dropout, crossing=False):
+            super().__init__()
+            self.own = HeadsAttention(width, heads)
+            self.other = HeadsAttention(width, heads) if crossing else None
+            self.ff = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, width))
+            self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(3 if crossing else 2))
+            self.drop = nn.Dropout(dropout)
+
+        def forward(self, x, blocked, memory=None, memory_blocked=None):
+            x = self.norms[0](x + self.drop(self.own(x, x, x, blocked)))
+            if self.other is not None:
+                x = self.norms[1](x + self.drop(self.other(x, memory, memory, memory_blocked)))
+            return self.norms[-1](x + self.drop(self.ff(x)))
+
+
+    class Translator(nn.Module):
+        def __init__(self, src_vocab_size, tgt_vocab_size, d_model=32, nhead=4, num_layers=2, dim_feedforward=64,
+                     dropout=0.1, max_len=64):
+            super().__init__()
+            self.width = d_model
+            self.src_words = nn.Embedding(src_vocab_size, d_model)
+            self.tgt_words = nn.Embedding(tgt_vocab_size, d_model)
+            position = torch.arange(max_len).unsqueeze(1)
+            rate = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+            table = torch.zeros(max_len, d_model)
+            table[:, 0::2], table[:, 1::2] = torch.sin(position * rate), torch.cos(position * rate)
+            self.register_buffer("table", table)
+            self.drop = nn.Dropout(dropout)
+            self.encoders = nn.ModuleList(Block(d_model, nhead, dim_feedforward, dropout) for _ in range(num_layers))
+            self.decoders = nn.ModuleList(Block(d_model, nhead, dim_feedforward, dropout, crossing=True)
+                                          for _ in range(num_layers))
+
+        def embedded(self, words, tokens):
+            return self.drop(words(tokens) * math.sqrt(self.width) + self.table[:tokens.size(1)])
+
+        def forward(self, src, tgt, src_padding_mask, tgt_padding_mask, tgt_mask):
+            source_blocked = src_padding_mask.unsqueeze(1).unsqueeze(2)
+            target_blocked = tgt_mask.unsqueeze(0) | tgt_padding_mask.unsqueeze(1).unsqueeze(2)
+            memory = self.encode(src, source_blocked)
+            return self.decode(tgt, memory, target_blocked, source_blocked)
+
+        def encode(self, src, mask=None):
+            x = self.embedded(self.src_words, src)
+            for block in self.encoders:
+                x = block(x, mask)
+            return x
+
+        def decode(self, tgt, memory, tgt_mask=None, memory_mask=None):
+            x = self.embedded(self.tgt_words, tgt)
+            for block in self.decoders:
+                x = block(x, tgt_mask, memory, memory_mask)
+            return x
+
+
+    def square_subsequent_mask(size):
+        return torch.triu(torch.ones(size, size, dtype=torch.bool), diagonal=1)
+''')
+
+MODEL_CHECKS = ("model and (output_shape or masked_keys_do_not_change_outputs or encode_and_decode_hide_padded_source "
+                "or future_positions_do_not_change_earlier_outputs or eval_mode_is_deterministic)")
+
+
+def test_a_model_taking_torchs_parts_and_handing_its_methods_masks_of_its_own_is_blamed_for_nothing(tmp_path):
+    _, output, report, records = run_on_source(tmp_path, "torch_parts_handed_whole.py", TORCH_PARTS, "-k",
+                                               MODEL_CHECKS)
+    assert report is not None, output
+    assert any("its encode and decode given their masks whole" in note for note in report["notes"]), report["notes"]
+    for check in ("output_shape", "masked_keys_do_not_change_outputs", "encode_and_decode_hide_padded_source",
+                  "future_positions_do_not_change_earlier_outputs", "eval_mode_is_deterministic"):
+        assert records[("model", check)]["verdict"] == "pass", records[("model", check)]
+
+
+def test_a_decode_dropping_the_memorys_mask_is_still_named(tmp_path):
+    leaking = TORCH_PARTS.replace("x = block(x, tgt_mask, memory, memory_mask)", "x = block(x, tgt_mask, memory)")
+    assert leaking != TORCH_PARTS
+    _, output, report, records = run_on_source(tmp_path, "torch_parts_leaking.py", leaking, "-k",
+                                               "model and encode_and_decode_hide_padded_source")
+    record = records[("model", "encode_and_decode_hide_padded_source")]
+    assert record["verdict"] == "fail", record
