@@ -57,6 +57,10 @@ class Adapted(Transparent):
             setattr(inner, owned, self.given)
 
     def forward(self, *args):
+        """The block called on copies of the tensors it is given, as its author's enclosing block calls it with
+        tensors made for it alone (an embedding's output, a sum): a block adding to its input in place
+        (``x += pe``) leaves the checker's own tensors, to which its output is compared, as they were."""
+        args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
         if self.layout == UNBATCHED:
             return per_sample(self.called, args)
         return self.called(*args)

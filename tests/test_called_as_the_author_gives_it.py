@@ -1,7 +1,8 @@
 """A block is called as its author's own code calls it, or not blamed: a model whose forward takes torch's two mask
 parts, every one required, and hands its ``encode`` and ``decode`` masks of its own making (the padding with a head
-axis, True = blocked) is given a tensor for each part and its methods those masks. The same model dropping the
-memory's mask in ``decode`` is still named."""
+axis, True = blocked) is given a tensor for each part and its methods those masks; a positional encoding adding the
+table to its input in place (``x += table``) is called on a tensor of its own, as its model's embeddings are. The
+same model dropping the memory's mask in ``decode`` is still named."""
 import textwrap
 
 from tests.suite import run_on_source
@@ -109,3 +110,34 @@ def test_a_decode_dropping_the_memorys_mask_is_still_named(tmp_path):
                                                "model and encode_and_decode_hide_padded_source")
     record = records[("model", "encode_and_decode_hide_padded_source")]
     assert record["verdict"] == "fail", record
+
+
+IN_PLACE_POSITIONS = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn as nn
+
+
+    class PositionalEncoding(nn.Module):
+        def __init__(self, d_model, max_len, dropout):
+            super().__init__()
+            position = torch.arange(max_len).unsqueeze(1)
+            rate = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+            table = torch.zeros(1, max_len, d_model)
+            table[0, :, 0::2], table[0, :, 1::2] = torch.sin(position * rate), torch.cos(position * rate)
+            self.register_buffer("table", table)
+            self.drop = nn.Dropout(dropout)
+
+        def forward(self, x):
+            x += self.table[:, :x.size(1)]
+            return self.drop(x)
+''')
+
+
+def test_positions_added_to_their_input_in_place_are_checked_on_a_tensor_of_their_own(tmp_path):
+    _, output, report, records = run_on_source(tmp_path, "positions_added_in_place.py", IN_PLACE_POSITIONS, "-k",
+                                               "positional_encoding and (added_to_input or agrees_with_reference "
+                                               "or dropout_on_the_sums)")
+    assert report is not None, output
+    for check in ("added_to_input", "agrees_with_reference", "dropout_on_the_sums"):
+        assert records[("positional_encoding", check)]["verdict"] == "pass", records[("positional_encoding", check)]
