@@ -1,8 +1,9 @@
 """A block is called as its author's own code calls it, or not blamed: a model whose forward takes torch's two mask
 parts, every one required, and hands its ``encode`` and ``decode`` masks of its own making (the padding with a head
 axis, True = blocked) is given a tensor for each part and its methods those masks; a positional encoding adding the
-table to its input in place (``x += table``) is called on a tensor of its own, as its model's embeddings are. The
-same model dropping the memory's mask in ``decode`` is still named."""
+table to its input in place (``x += table``) is called on a tensor of its own, as its model's embeddings are; an
+attention module its multi-head block calls with the heads in the batch axis and key-padding vectors is missing under
+the checker's call, not broken. The same model dropping the memory's mask in ``decode`` is still named."""
 import textwrap
 
 from tests.suite import run_on_source
@@ -141,3 +142,58 @@ def test_positions_added_to_their_input_in_place_are_checked_on_a_tensor_of_thei
     assert report is not None, output
     for check in ("added_to_input", "agrees_with_reference", "dropout_on_the_sums"):
         assert records[("positional_encoding", check)]["verdict"] == "pass", records[("positional_encoding", check)]
+
+
+HEADS_IN_THE_BATCH = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn as nn
+
+
+    class Attention(nn.Module):
+        def forward(self, query, key, value, keep=None):
+            scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+            if keep is not None:   # (batch * heads, Lk): the keys each row may see
+                rows = keep.unsqueeze(1).expand(query.size(0), query.size(1), key.size(1))
+                scores = scores.masked_fill(rows == 0, -1e9)
+            return scores.softmax(-1) @ value
+
+
+    class MultiHeadAttention(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            self.heads, self.size = num_heads, d_model // num_heads
+            self.wq, self.wk, self.wv, self.wo = (nn.Linear(d_model, d_model) for _ in range(4))
+            self.attention = Attention()
+
+        def forward(self, query, key, value, mask=None):
+            b, lq, lk = query.size(0), query.size(1), key.size(1)
+            merge = lambda t, n: t.view(b, n, self.heads, self.size).transpose(1, 2).reshape(b * self.heads, n,
+                                                                                             self.size)
+            q, k, v = merge(self.wq(query), lq), merge(self.wk(key), lk), merge(self.wv(value), lk)
+            if mask is not None:
+                mask = mask.unsqueeze(1).expand(b, self.heads, lk).reshape(b * self.heads, lk)
+            out = self.attention(q, k, v, mask).view(b, self.heads, lq, self.size).transpose(1, 2)
+            return self.wo(out.reshape(b, lq, self.heads * self.size))
+''')
+
+
+def test_an_attention_its_block_calls_with_the_heads_in_the_batch_is_missing_not_broken(tmp_path):
+    """Given (batch, h, L, d_k) queries, it spreads its mask over the wrong axis (a fail under the checker's call
+    only) or, multiplying them with ``torch.bmm``, crashes: neither is the author's, whose block runs it."""
+    crashing = HEADS_IN_THE_BATCH.replace("scores = query @ key.transpose(-2, -1)",
+                                          "scores = torch.bmm(query, key.transpose(1, 2))")
+    assert crashing != HEADS_IN_THE_BATCH
+    runs = {"heads_in_the_batch_axis.py": (HEADS_IN_THE_BATCH, "masked_keys_do_not_change_outputs"),
+            "heads_in_the_batch_crashing.py": (crashing, "output_shape")}
+    for filename, (source, check) in runs.items():
+        _, output, report, records = run_on_source(tmp_path, filename, source, "-k",
+                                                   "attention and (output_shape or masked_keys_do_not_change_outputs)")
+        assert report is not None, output
+        assert not [r for (component, _), r in records.items() if component == "attention"
+                    and r["verdict"] in ("fail", "error")], output
+        record = records[("attention", check)]
+        assert (record["verdict"], record["cause"]) == ("missing", "adapter.call_not_as_author"), record
+        if source is HEADS_IN_THE_BATCH:  # (the crashing one has the reference's attention built in its place)
+            record = records[("multi_head_attention", "masked_keys_do_not_change_outputs")]
+            assert record["verdict"] == "pass", record
