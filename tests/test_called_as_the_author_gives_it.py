@@ -3,9 +3,13 @@ parts, every one required, and hands its ``encode`` and ``decode`` masks of its 
 axis, True = blocked) is given a tensor for each part and its methods those masks; a positional encoding adding the
 table to its input in place (``x += table``) is called on a tensor of its own, as its model's embeddings are; an
 attention module its multi-head block calls with the heads in the batch axis and key-padding vectors is missing under
-the checker's call, not broken. The same model dropping the memory's mask in ``decode`` is still named."""
+the checker's call, not broken; a sum its positional encoding drops out at a low rate of its own is no evidence that
+positions are never dropped out. The same model dropping the memory's mask in ``decode`` is still named."""
 import textwrap
 
+import torch
+
+from conformance.checks.test_positional_encoding import kept_by_chance
 from tests.suite import run_on_source
 
 TORCH_PARTS = textwrap.dedent('''
@@ -197,3 +201,13 @@ def test_an_attention_its_block_calls_with_the_heads_in_the_batch_is_missing_not
         if source is HEADS_IN_THE_BATCH:  # (the crashing one has the reference's attention built in its place)
             record = records[("multi_head_attention", "masked_keys_do_not_change_outputs")]
             assert record["verdict"] == "pass", record
+
+
+def test_a_sum_its_positional_encoding_drops_out_at_a_low_rate_of_its_own_is_no_evidence_of_no_dropout():
+    """A positional encoding dropping its sums out at a fixed 0.1 the configured rate never reaches keeps all 40
+    entries of one once in 67 draws: no entry dropped then says nothing (the rate is named by another check); at
+    the configured 0.5, or with no dropout of its own at all (or a rate of 0), it does say no dropout."""
+    sums = torch.ones(5, 8)
+    assert kept_by_chance([0.1], sums) is not None
+    assert kept_by_chance([0.5], sums) is None
+    assert kept_by_chance([], sums) is None and kept_by_chance([0.0], sums) is None
