@@ -16,10 +16,10 @@ import torch
 from adapters import projections
 from adapters.behaviour import canonical_call_error, helper_masks
 from adapters.building import PROBE, Binding, authors_own_blocks, probe_build
-from adapters.call_plans import SEQUENCE_FIRST, forward_parameters, name_words, plan_arguments
+from adapters.call_plans import SEQUENCE_FIRST, forward_parameters, in_torch_style, name_words, plan_arguments
 from adapters.candidates import ROLE_ORDER, ranked
 from adapters.construction import builds_a_module, constructor_plan_or_none
-from adapters.masks import from_convention, to_convention
+from adapters.masks import HEAD_AXIS, MASK_CONVENTIONS, from_convention, to_convention, torch_part
 from adapters.names import (CANONICAL_CALLS, FUTURE_WORDS, ROLE_NAMES, SUBMODULE_NAMES, name_score,
                             names_another_role_exactly, names_padding_only, normalize)
 from adapters.wrapping import Adapted, AdaptedModel, function_role
@@ -445,6 +445,60 @@ def masks_of_encode_and_decode(bindings, roles, module_name):
         return None
     return next((bindings[role].masks for role in ("encoder", "decoder", "encoder_layer", "decoder_layer")
                  if role in bindings and bindings[role].masks), None)
+
+
+def encode_and_decode_as_forward_calls_them(bindings, roles, module_name):
+    """``({"encode": plan, "decode": plan}, mask convention)`` for a model whose ``forward`` takes torch's two mask
+    parts and hands its own ``encode`` and ``decode`` masks of its making (``self.encode(src, src_padding_mask
+    .unsqueeze(1).unsqueeze(2))``): each of their mask parameters planned as a torch part (:func:`in_torch_style`)
+    that the forward's call gives the canonical mask whole takes it whole, in the one convention (polarity and
+    shape, :data:`MODEL_CONVENTIONS`) in which every such value is the canonical mask. None where nothing changes
+    (a forward passing its parts on, or not calling them) or no one convention says every value. The convention is
+    then the model's: every mask its forward takes is one of torch's parts, in torch's convention whatever it is."""
+    model = bindings.get("model")
+    implementation = Implementation(module_name, roles)
+    try:
+        adapted = implementation.build("model", PROBE) if model is not None and model.works else None
+    except Exception:  # the author's code: it is checked, not learned from
+        return None
+    if not isinstance(adapted, AdaptedModel) or adapted.forward_arguments is None or adapted.encode_arguments is None \
+            or not in_torch_style(adapted.encode_arguments + adapted.decode_arguments) \
+            or any(c.endswith("mask") for _, c in adapted.forward_arguments):  # (its own masks all torch's parts)
+        return None
+    inputs = canonical_inputs(Case(implementation, PROBE, batch=2, src_len=5, tgt_len=7, dtype=torch.float32, seed=0),
+                              "model")
+    canonical, passed = dict(zip(CANONICAL_CALLS["model"], inputs)), {}
+
+    def watched(method, own):
+        def call(*args, **kwargs):
+            with contextlib.suppress(TypeError):
+                passed.setdefault(method, inspect.signature(own).bind_partial(*args, **kwargs).arguments)
+            return own(*args, **kwargs)
+        return call
+    for method in ("encode", "decode"):
+        setattr(adapted.inner, method, watched(method, getattr(adapted.inner, method)))
+    try:
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            adapted(*inputs)
+    except Exception:  # the author's code
+        return None
+
+    def whole(value, mask, convention):
+        made = to_convention(canonical[mask], convention)
+        return isinstance(value, torch.Tensor) and value.shape == made.shape and torch.equal(value.to(made.dtype), made)
+    plans = {"encode": adapted.encode_arguments, "decode": adapted.decode_arguments}
+    parts = [(method, name, part[0]) for method, plan in plans.items() for name, c in plan if (part := torch_part(c))]
+    for convention in MODEL_CONVENTIONS:
+        learned = {(method, name): mask for method, name, mask in parts
+                   if whole(passed.get(method, {}).get(name), mask, convention)}
+        if learned and len(learned) == len(parts):
+            return {method: [(name, learned.get((method, name), c)) for name, c in plan]
+                    for method, plan in plans.items()}, convention
+    return None
+
+
+MODEL_CONVENTIONS = tuple(base + shape for base in MASK_CONVENTIONS for shape in ("", HEAD_AXIS))
+"""The conventions in which a model's forward may hand its ``encode`` and ``decode`` their masks whole."""
 
 
 def masks_of_a_pair_helper(role, found, bindings, convention, module_name, roles):

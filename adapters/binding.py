@@ -29,7 +29,8 @@ from pathlib import Path
 import torch
 
 from adapters.assembly import (BATCH_FIRST, METHOD_ROLES, assembled_together, calls_as_the_model_makes_them,
-                               masks_of_a_pair_helper, masks_of_encode_and_decode, method_role, parts_in_built_blocks)
+                               encode_and_decode_as_forward_calls_them, masks_of_a_pair_helper,
+                               masks_of_encode_and_decode, method_role, parts_in_built_blocks)
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, canonical_call_error, embeds_token_ids,
                                 fails_on_shapes, float32_only, helper_masks, hides_a_masked_key,
                                 hides_padded_keys, learns_weights, masking_shown,
@@ -389,6 +390,12 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         bindings["model"].masks = stacks_masks
         bindings["model"].notes.append(f"(its encode and decode take masks as its stacks do: "
                                        f"{describe_convention(stacks_masks)})")
+        roles["model"] = module_builder(bindings["model"], bindings, convention)
+    method_calls = encode_and_decode_as_forward_calls_them(bindings, roles, module_name)
+    if method_calls:
+        bindings["model"].method_calls, bindings["model"].masks = method_calls
+        bindings["model"].notes.append(f"(its encode and decode given their masks whole, as its own forward gives "
+                                       f"them: {describe_convention(method_calls[1])})")
         roles["model"] = module_builder(bindings["model"], bindings, convention)
     for role, owner in METHOD_ROLES.items():
         if role not in bindings and owner in bindings:

@@ -58,6 +58,9 @@ class Binding:
     it call it with tokens, so they are built with it and not with a stand-in."""
     target_shift: str = None
     """A model whose forward shifts the target itself (:mod:`adapters.alignment`), observed by calling it."""
+    method_calls: dict = None
+    """A model's ``{"encode": plan, "decode": plan}`` read from its own forward's calls of them, where they differ
+    from the plans of its forward's (:func:`adapters.assembly.encode_and_decode_as_forward_calls_them`)."""
     runs_in_the_authors_model: bool = False
     """A block the author's own run called inside a forward pass of the author's model that completed: failing
     under the canonical call only, it is called otherwise by its author, not broken."""

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 from adapters.lint import self_attributes
-from adapters.masks import LENGTHS, mask_lengths, to_convention, torch_mask
+from adapters.masks import LENGTHS, REQUIRED, mask_lengths, to_convention, torch_mask, torch_part
 from adapters.names import (CANONICAL_CALLS, FUTURE_WORDS, NORMALIZED_CALL_NAMES, names_a_padding_mask,
                            normalize)
 from conformance.contract.harness import PAD
@@ -167,7 +167,8 @@ def torch_style_plan(parameters, plan, wanted):
     """The plan of a call in torch's convention, whose masks come in two parts (``src_key_padding_mask`` (batch,
     key) and ``src_mask`` (query, key), True = blocked, as ``nn.TransformerEncoderLayer`` takes them): each mask
     parameter gets the ``padding`` or the ``attention`` part of the canonical mask its name names (the target's,
-    else the source's), the other inputs as planned, and what is left its default (None when it has none)."""
+    else the source's; an attention part marked :data:`REQUIRED` where the parameter has no default), the other
+    inputs as planned, and what is left its default (None when it has none)."""
     masks = [c for c in wanted if c.endswith("mask")]
     memory_named = any(name_words(p.name) & MEMORY_SIDE for p in parameters if "mask" in normalize(p.name))
     for i, p in enumerate(parameters):
@@ -180,7 +181,8 @@ def torch_style_plan(parameters, plan, wanted):
             continue
         target = names_the_target_mask(p.name) or memory_named and not name_words(p.name) - PLAIN_MASK_WORDS
         base = "tgt_mask" if target and "tgt_mask" in masks else masks[0] if masks else None
-        plan[i] = f"{base}:{'padding' if names_a_padding_mask(p.name) else 'attention'}" if base else "value:None"
+        part = "padding" if names_a_padding_mask(p.name) else "attention" + (REQUIRED if p.default is p.empty else "")
+        plan[i] = f"{base}:{part}" if base else "value:None"
     for i, p in enumerate(parameters):
         if plan[i] is None:
             remaining = [c for c in wanted if not c.endswith("mask") and c not in plan]
@@ -471,7 +473,7 @@ def plan_arguments(function, wanted, torch_style=False, by_name=True):
 
 def in_torch_style(arguments):
     """Whether a call plan gives masks in torch's two parts."""
-    return any(c.endswith((":padding", ":attention")) for _, c in arguments)
+    return any(torch_part(c) for _, c in arguments)
 
 
 def padding_by_lengths(bindings):

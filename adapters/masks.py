@@ -32,7 +32,8 @@ def mask_lengths(mask, padding_alone=False):
 
 def torch_mask(mask, part):
     """A canonical mask (True = may attend) as one of torch's two parts, True = blocked: ``padding`` (batch, key),
-    the keys no query may see; ``attention`` (query, key), what every sample blocks besides them (None if nothing)."""
+    the keys no query may see; ``attention`` (query, key), what every sample blocks besides them (None if nothing,
+    torch's own default; a tensor blocking nothing for the part :data:`REQUIRED` marks)."""
     if not isinstance(mask, torch.Tensor):
         return None
     seen = mask.any(-2)
@@ -40,7 +41,21 @@ def torch_mask(mask, part):
         return ~seen.reshape(seen.shape[0], -1) if mask.dim() > 2 else ~seen
     blocked = ~(mask | ~seen.unsqueeze(-2))
     blocked = blocked.reshape(-1, *blocked.shape[-2:]).any(0)
-    return blocked if blocked.any() else None
+    return blocked if blocked.any() or part.endswith(REQUIRED) else None
+
+
+REQUIRED = "!"
+"""Suffix of a torch part planned for a parameter with no default (``forward(src, tgt, src_padding_mask, tgt_mask)``):
+its author's callers always pass a tensor, so it is given one even where it blocks nothing (a target of one token),
+never torch's None."""
+
+
+def torch_part(planned):
+    """``(canonical mask, part)`` of a call plan's entry for one of torch's two parts (``tgt_mask:attention``,
+    ``src_mask:padding``), the part without its :data:`REQUIRED` mark; None for any other entry."""
+    mask, _, part = planned.partition(":")
+    part = part.removesuffix(REQUIRED)
+    return (mask, part) if part in ("padding", "attention") else None
 
 
 MASK_CONVENTIONS = {

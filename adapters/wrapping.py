@@ -23,7 +23,7 @@ from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, arg
                                  returns_table, setup_call, stacked)
 from adapters.construction import causal_by_default, causal_flag, constructed_with, hyperparameters_fed
 from adapters.lint import self_attributes
-from adapters.masks import FULL_SHAPE, KEY_VECTORS, from_convention, full_masks
+from adapters.masks import FULL_SHAPE, KEY_VECTORS, from_convention, full_masks, torch_part
 from adapters.names import CANONICAL_CALLS, normalize
 from conformance.contract.harness import PAD
 from conformance.contract.interface import FUNCTION_ROLES, Config
@@ -57,6 +57,10 @@ class Adapted(Transparent):
             setattr(inner, owned, self.given)
 
     def forward(self, *args):
+        """The block called on copies of the tensors it is given, as its author's enclosing block calls it with
+        tensors made for it alone (an embedding's output, a sum): a block adding to its input in place
+        (``x += pe``) leaves the checker's own tensors, to which its output is compared, as they were."""
+        args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
         if self.layout == UNBATCHED:
             return per_sample(self.called, args)
         return self.called(*args)
@@ -72,12 +76,13 @@ class Adapted(Transparent):
         given = dict(named, x=positions_of(named["x"])) if self.tokens_for_positions else named
         # whether the call's masks hide keys from some queries only (a causal triangle) where key vectors cannot
         # say it: masks given as key vectors, or in torch's two parts with a key-padding parameter only
-        fed = {c for _, c in self.arguments}
+        fed = {torch_part(c) or (c, None) for _, c in self.arguments}
         self.masks_cut = any(
             name.endswith("mask") and isinstance(m, torch.Tensor) and m.dim() == 3
             and not torch.equal(m, m.any(-2, keepdim=True).expand_as(m))
             and ((self.convention or "").endswith(KEY_VECTORS)
-                 or f"{name}:padding" in fed and not {name, f"{name}:attention"} & fed) for name, m in named.items())
+                 or (name, "padding") in fed and not {(name, None), (name, "attention")} & fed)
+            for name, m in named.items())
         out = output_among(self.inner(**adapt_arguments(self.arguments, given, self.convention)), self.role, named)
         if self.role == "positional_encoding" and returns_table(out, named["x"], self.adds_table):
             out = named["x"] + out  # the (length, d_model) table alone: its caller adds it, as the author's does
@@ -147,9 +152,11 @@ class AdaptedModel(Transparent):
     target, else through its ``encode`` and ``decode`` methods. Its output is the decoder output (``d_model``
     features): the call's own result when it has that shape, else, for a call ending in log-probabilities or
     logits, the last output of that shape one of the model's sub-modules made (the decoder's, or its final norm's),
-    read with forward hooks. What the author's own call returned is kept as :attr:`raw_output`."""
+    read with forward hooks. What the author's own call returned is kept as :attr:`raw_output`. ``calls``: the plans
+    of ``encode`` and ``decode`` as its own forward calls them, where discovery read them from its run."""
 
-    def __init__(self, inner, convention, d_model=None, layout=None, target_shift=None, arguments=None):
+    def __init__(self, inner, convention, d_model=None, layout=None, target_shift=None, arguments=None,
+                 calls=None):
         super().__init__()
         self.inner, self.convention, self.d_model, self.layout = inner, convention, d_model, layout
         self.target_shift = target_shift
@@ -166,6 +173,8 @@ class AdaptedModel(Transparent):
                                  if methods else None)
         self.decode_arguments = (plan_arguments(inner.decode, ["memory", "src_mask", "tgt", "tgt_mask"], torch_style,
                                                 by_name) if methods else None)
+        if calls:  # (as the author's own forward calls them, read from its run)
+            self.encode_arguments, self.decode_arguments = calls["encode"], calls["decode"]
 
     @property
     def masks_from_tokens(self):
@@ -284,9 +293,9 @@ class AdaptedModel(Transparent):
         missing, shown = [], []
         for method, arguments, wanted in (("encode", self.encode_arguments, ["src_mask"]),
                                           ("decode", self.decode_arguments, ["src_mask", "tgt_mask"])):
-            planned = {c for _, c in arguments}  # (a mask given as torch's attention part alone drops its padding)
+            planned = {torch_part(c) for _, c in arguments}  # (torch's attention part alone drops the padding)
             kept = [(n, c) for n, c in arguments
-                    if not c.endswith(":attention") or c.replace(":attention", ":padding") in planned]
+                    if (torch_part(c) or (c, None))[1] != "attention" or (torch_part(c)[0], "padding") in planned]
             dropped, signature = inputs_not_accepted(getattr(type(self.inner), method), kept, wanted,
                                                      f"{type(self.inner).__name__}.{method}", skip=1)
             missing += [c for c in dropped if c not in missing]
@@ -450,7 +459,8 @@ def module_builder(binding, bindings, convention):
         with (constructed_with(binding.target, flag, causal) if causal or off else contextlib.nullcontext()):
             inner = build_from_plan(binding, cfg, bindings, convention=convention)
         if binding.role == "model":
-            return AdaptedModel(inner, convention, cfg.d_model, binding.layout, binding.target_shift, binding.call)
+            return AdaptedModel(inner, convention, cfg.d_model, binding.layout, binding.target_shift, binding.call,
+                                binding.method_calls)
         return Adapted(inner, binding.role, convention, binding.layout, binding.call,
                        binding.role == "positional_encoding" and binding.takes_token_ids, binding.adds_table)
 

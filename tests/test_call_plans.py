@@ -8,7 +8,7 @@ import torch.nn as nn
 
 from adapters.assembly import can_play
 from adapters.building import PROBE, Binding
-from adapters.call_plans import call_plan, output_among, setup_method
+from adapters.call_plans import argument_values, call_plan, output_among, setup_method
 from adapters.construction import causal_flag, constructed_with
 from adapters.wrapping import module_builder
 
@@ -92,9 +92,29 @@ def test_a_plain_mask_beside_the_memorys_masks_is_the_targets():
 
     def encoder_layer(x, mask=None, src_key_padding_mask=None):
         pass
-    assert plan(decoder_layer) == ["x", "memory", "tgt_mask:attention", "src_mask:attention", "tgt_mask:padding",
+    assert plan(decoder_layer) == ["x", "memory", "tgt_mask:attention!", "src_mask:attention", "tgt_mask:padding",
                                    "src_mask:padding"]
     assert plan(encoder_layer, ["x", "src_mask"]) == ["x", "src_mask:attention", "src_mask:padding"]
+
+
+def test_a_required_attention_part_is_given_a_tensor_even_where_it_blocks_nothing():
+    """torch's attention part is None where it blocks nothing (a target of one token), torch's own default; a
+    parameter with no default is always given a tensor by its author's callers, so it gets one blocking nothing."""
+    def model(src, tgt, src_padding_mask, tgt_padding_mask, tgt_mask):
+        pass
+
+    def torch_like(src, tgt, src_key_padding_mask=None, tgt_mask=None):
+        pass
+    one_token = torch.ones(2, 1, 1, dtype=torch.bool)
+    named = {"src": None, "tgt": None, "src_mask": torch.ones(2, 1, 3, dtype=torch.bool), "tgt_mask": one_token}
+    required = dict(zip(inspect.signature(model).parameters, plan(model, ["src", "tgt", "src_mask", "tgt_mask"])))
+    assert required["tgt_mask"] == "tgt_mask:attention!"
+    given = argument_values(list(required.items()), named, "blocked")
+    assert torch.equal(given["tgt_mask"], torch.zeros(1, 1, dtype=torch.bool))
+    optional = list(zip(inspect.signature(torch_like).parameters, plan(torch_like, ["src", "tgt", "src_mask",
+                                                                                    "tgt_mask"])))
+    assert dict(optional)["tgt_mask"] == "tgt_mask:attention"
+    assert argument_values(optional, named, "blocked")["tgt_mask"] is None
 
 
 def test_a_decoders_two_sequences_told_by_the_side_their_names_say():

@@ -374,16 +374,32 @@ def test_dropout_on_the_sums(impl, device, component, drawn):
 def inputs_after_positions(module, positional_encoding):
     """Run ``module`` and return, for each call of a ``positional_encoding`` instance inside it, the input of the
     next module with weights of its own that is called after it (the first projection or LayerNorm that the sum of
-    embeddings and positions reaches)."""
-    events, hooks = [], []
+    embeddings and positions reaches). A call whose own dropout may well have kept every entry of its sum
+    (:func:`kept_by_chance`: a rate of its own the configured one does not reach, which
+    ``test_dropout_rate_reaches_every_dropout`` names) marks no sum: its event is an empty tensor, neither the mark
+    of a sum (None) nor an input of d_model features."""
+    events, hooks, rates = [], [], []
     for m in module.modules():
         if isinstance(m, positional_encoding):
-            hooks.append(m.register_forward_hook(lambda *_: events.append(None)))
+            hooks.append(m.register_forward_pre_hook(lambda *_: rates.clear()))
+            hooks.append(m.register_forward_hook(lambda _, __, out: events.append(kept_by_chance(rates, out))))
+            hooks += [d.register_forward_hook(lambda d, *_: rates.append(d.p)) for d in m.modules()
+                      if isinstance(d, torch.nn.Dropout)]
         elif any(True for _ in m.parameters(recurse=False)):
             hooks.append(m.register_forward_pre_hook(lambda _, args, kwargs: events.append(next(
                 (a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and a.is_floating_point()),
                 None)), with_kwargs=True))  # (a block called by keywords alone: attention(query=x, key=x, ...))
     return events, hooks
+
+
+def kept_by_chance(rates, out):
+    """An empty tensor where the dropout ``rates`` (above 0) a positional encoding's call applied to its sum ``out``
+    keep every entry of it with a chance of one in a million or more (0.9 ** 40 is one in 67), else None: then no
+    entry dropped says no dropout."""
+    rates = [p for p in rates if p > 0]
+    if not rates or not isinstance(out, torch.Tensor) or math.prod((1 - p) ** out.numel() for p in rates) < 1e-6:
+        return None
+    return torch.zeros(0)
 
 
 @pytest.mark.parametrize("component", ["encoder", "decoder", "model"])

@@ -47,17 +47,18 @@ assert set(ENCLOSING) <= set(ROLES) and all(set(outer) <= set(ROLES) for outer i
 def author_runs_it(impl, role):
     """The enclosing role whose canonical call, built from the author's own sub-blocks only, ran every call of
     ``role``'s class inside it to its end, or None. None also when the role's class is unknown (declared roles,
-    functions) or no enclosing block runs."""
+    functions) or no enclosing block runs. A function role played by a module class (an attention module its
+    multi-head block builds and calls with the heads in the batch axis) is read so too."""
     return _author_runs_it(impl, role)
 
 
 @functools.lru_cache(maxsize=64)
 def _author_runs_it(impl, role):
-    cls = getattr(impl.roles.get(role), "target", None)
+    cls = author_target(impl.roles.get(role))
     if not isinstance(cls, type) or "forward" not in vars(cls):
         return None
-    for outer in ENCLOSING.get(role, ()):
-        if not impl.has(outer):
+    for outer in (FUNCTION_ENCLOSING if role in FUNCTION_ROLES else ENCLOSING).get(role, ()):
+        if not impl.has(outer) or outer in FUNCTION_ROLES:
             continue
         calls = {"started": 0, "returned": 0}
         own = cls.forward
@@ -169,10 +170,14 @@ def form_fits(author, check):
     their last axes as broadcasting aligns them, the check's has size 1 wherever the author's has (a layout the
     author broadcasts, a (batch, 1, 1, Lk) mask, is not given as (batch, 1, Lk), whose batch then meets the heads);
     axes only one of them has do not count (the author's (Lq, Lk) mask broadcasts over the batch and heads a
-    (batch, 1, Lq, Lk) one spells out), nor does a size 1 the check drew where the author's is longer."""
+    (batch, 1, Lq, Lk) one spells out), nor does a size 1 the check drew where the author's is longer. Float tensors
+    of three axes or more are of one rank, though: the author's (batch * h, L, d_k) queries hold the heads in the
+    batch axis, where the check's (batch, h, L, d_k) give them one of their own."""
     if author == check:
         return True
     if not author[0] == check[0] == "tensor" or author[2] != check[2]:
+        return False
+    if author[2] == "float" and min(author[1], check[1]) >= 3 and author[1] != check[1]:
         return False
     reach = min(author[1], check[1])
     return {i for i in author[3] if i >= -reach} <= set(check[3])
