@@ -11,7 +11,8 @@ import torch
 
 from adapters import alignment
 from adapters.building import PROBE, probe_build
-from adapters.call_plans import argument_values, plan_arguments
+from adapters.call_plans import (adapt_arguments, argument_values, derived_inputs, first_tensor, plan_arguments,
+                                 positions_of)
 from adapters.masks import (FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD_AXIS, base_convention,
                            describe_convention)
 from adapters.wrapping import role_builder
@@ -223,6 +224,23 @@ def embeds_token_ids(implementation, role):
     except Exception:  # the candidate's own code: any exception means it does not take token ids either
         return False
     return isinstance(out, torch.Tensor) and tuple(out.shape[:2]) == tuple(tokens.shape)
+
+
+def reads_token_values(implementation):
+    """Whether the positional encoding, called with token ids in place of its input (:func:`positions_of`), reads
+    their values and not their shape alone: other ids of the same shape give another output. It then embeds the
+    tokens itself (an embedding with the positions added to it), and is no encoding its caller hands the tokens
+    only to say how many positions there are: its output is no x + PE to read (§3.5)."""
+    try:
+        table = implementation.build("positional_encoding", PROBE).eval()
+        x = torch.zeros(2, 5, PROBE.d_model)
+        named = derived_inputs({"x": x})
+        outputs = [first_tensor(table.inner(**adapt_arguments(table.arguments, dict(named, x=ids), table.convention)))
+                   for ids in (positions_of(x), torch.zeros_like(positions_of(x)))]
+    except Exception:  # the candidate's own code: what it reads is not established
+        return True
+    return not (isinstance(outputs[0], torch.Tensor) and isinstance(outputs[1], torch.Tensor)
+                and torch.equal(*outputs))
 
 
 def target_shift(binding, module_name, roles):

@@ -33,7 +33,8 @@ from adapters.assembly import (BATCH_FIRST, METHOD_ROLES, assembled_together, ca
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, canonical_call_error, embeds_token_ids,
                                 fails_on_shapes, float32_only, helper_masks, hides_a_masked_key,
                                 hides_padded_keys, learns_weights, masking_shown,
-                                masks_of_another_shape, target_shift, works_as_the_author_lays_it_out, works_in_layout,
+                                masks_of_another_shape, reads_token_values, target_shift,
+                                works_as_the_author_lays_it_out, works_in_layout,
                                 works_memory_first)
 from adapters.building import PROBE, Binding, build_error, builds_by_name, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
@@ -298,7 +299,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             if problem is not None and role == "positional_encoding":  # called with the tokens, as its caller does?
                 binding.takes_token_ids = True
                 roles[role] = module_builder(binding, bindings, convention)
-                if canonical_call_error(Implementation(module_name, roles), role) is None:
+                if canonical_call_error(Implementation(module_name, roles), role) is None \
+                        and not reads_token_values(Implementation(module_name, roles)):
                     problem = None
                     binding.notes.append("(called with token ids of the input's shape, as the code's embedding "
                                          "block calls it with the tokens)")
@@ -326,6 +328,10 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             binding.works = False
             binding.takes_token_ids = TAKES_TOKEN_IDS in problem
             notes.append(f"{role}: {binding.name} does not work under the canonical call ({problem})")
+            if role == "positional_encoding" and binding.takes_token_ids:  # (read for more than their shape above)
+                notes[-1] += ("; it embeds the token ids it is given, its positions added to their embeddings: "
+                              "an embedding block, not an encoding of the positions to check alone (§3.5): not bound")
+                continue
             try:
                 if builds_a_module(role, binding.target):
                     binding.constructor = constructor_plan(binding.target, role, bindings)
