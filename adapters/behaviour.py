@@ -17,7 +17,8 @@ from adapters.masks import (FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD
                            describe_convention)
 from adapters.wrapping import role_builder
 from adapters.names import CANONICAL_CALLS
-from conformance.contract.harness import PAD, Case, canonical_inputs, difference, expected_shape, run
+from conformance.contract.harness import (PAD, Case, canonical_inputs, difference, expected_shape, inputs_not_accepted,
+                                         run)
 from conformance.contract.interface import Implementation
 from conformance.contract.verdicts import Missing
 
@@ -188,6 +189,8 @@ def canonical_call_error(implementation, role, cfg=PROBE, dtype=torch.float32):
                 return f"returned shape {tuple(out.shape)} for tokens {tuple(tokens.shape)}: not a mask over the keys"
             return None
         out, _ = run(case, role)
+        if role == "attention" and "value" in inputs_not_accepted(implementation.function(role))[0]:
+            return "takes no values: its scores alone, Q K^T scaled, not the attention of eq. (1)"
     except Missing as exc:  # a model taking lengths: probed again with its padding at the end of each sequence
         if exc.cause == "adapter.padding_not_expressible_as_lengths" and implementation.padding is None:
             implementation.padding = LENGTHS
