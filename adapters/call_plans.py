@@ -60,7 +60,8 @@ def call_plan(parameters, wanted, torch_style=False, by_name=True):
         return attention_inputs(parameters, torch_style_plan(parameters, plan, wanted), wanted)
     for i, p in enumerate(parameters):
         if plan[i] is None and not is_switch(p):  # (a mask its words name may feed two parameters)
-            plan[i] = by_words(p.name, [c for c in wanted if c not in plan]) or mask_named_again(p.name, wanted, plan)
+            plan[i] = mask_of_its_stream(p.name, parameters, plan, wanted) \
+                or by_words(p.name, [c for c in wanted if c not in plan]) or mask_named_again(p.name, wanted, plan)
     for i, p in enumerate(parameters):
         if plan[i] is None:
             remaining = [c for c in wanted if c not in plan]
@@ -204,6 +205,21 @@ def name_words(name):
 CROSS_KEYS = {"kv", "keyvalue", "cross", "crs"}
 """Words naming the decoder's cross-attention or its keys and values, which come from the encoder (§3.2.3): a mask
 named for them (``kv_mask``, ``crs_mask``) hides the source's padding."""
+
+
+def mask_of_its_stream(name, parameters, plan, wanted):
+    """The canonical mask of the stream a mask parameter is named for, where another parameter of the same call bears
+    that stream's name (``inputs_mask`` beside ``inputs``, ``memory_mask`` beside ``memory``), or None: the memory's
+    and the source's mask is the source's, the target's the target's, and a block's own stream ``x`` takes the
+    target's in a call that also takes the memory (a decoder's queries are the target's, §3.2.3), else the source's."""
+    stem = re.sub(r"_?masks?$", "", name, flags=re.IGNORECASE)
+    stream = next((c for p, c in zip(parameters, plan) if p.name == stem), None) if stem not in ("", name) else None
+    mask = ("tgt_mask" if "memory" in wanted else "src_mask") if stream == "x" else STREAM_MASKS.get(stream)
+    return mask if mask in wanted else None
+
+
+STREAM_MASKS = {"memory": "src_mask", "src": "src_mask", "tgt": "tgt_mask"}
+"""The mask of each stream of a call other than a block's own ``x`` (:func:`mask_of_its_stream`)."""
 
 
 def mask_named_again(name, wanted, plan):

@@ -118,6 +118,28 @@ def test_a_decoders_two_sequences_told_by_the_side_their_names_say():
     assert plan(encoder_layer, ["x", "src_mask"]) == ["x", "src_mask"]
 
 
+def test_a_mask_named_for_another_parameter_is_the_mask_of_that_stream():
+    """``inputs_mask`` beside ``inputs``, the decoder's own stream, is the target's mask (its self-attention's), and
+    ``memory_mask`` beside ``memory`` the source's, whatever the order; an encoder's ``x_mask`` is the source's. A
+    mask named for a stream the call does not take keeps the reading its words give (``inputs_mask`` alone: the
+    source's)."""
+    def memory_first(inputs, memory, memory_mask, inputs_mask, layer_cache=None):
+        pass
+
+    def own_first(x, enc, x_mask, enc_mask):
+        pass
+
+    def encoder_layer(x, x_mask):
+        pass
+
+    def words_alone(x, memory, targets_mask, inputs_mask):
+        pass
+    assert plan(memory_first)[:4] == ["x", "memory", "src_mask", "tgt_mask"]
+    assert plan(own_first) == ["x", "memory", "tgt_mask", "src_mask"]
+    assert plan(encoder_layer, ["x", "src_mask"]) == ["x", "src_mask"]
+    assert plan(words_alone) == ["x", "memory", "tgt_mask", "src_mask"]
+
+
 class KeysSetFirst(nn.Module):
     """Attention whose keys are set by ``init_keys`` before ``forward`` reads them; ``reshape`` sets what
     ``__init__`` sets too."""
