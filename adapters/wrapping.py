@@ -17,7 +17,7 @@ import torch.nn as nn
 
 from adapters import alignment, recipes
 from adapters.building import PROBE, build_from_plan, probe_build
-from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, argument_values, derived_inputs,
+from adapters.call_plans import (LENGTH, SEQUENCE_FIRST, UNBATCHED, adapt_arguments, argument_values, derived_inputs,
                                  first_tensor, forward_parameters, from_layout, in_layout, in_torch_style, output_among,
                                  inputs_not_accepted, name_words, per_sample, plan_arguments, positions_of,
                                  returns_table, setup_call, stacked)
@@ -343,7 +343,8 @@ def function_role(binding, convention):
         arguments = plan_arguments(target, CANONICAL_CALLS[role])
 
         def padding_mask(tokens, pad_idx):
-            named = in_layout(dict(zip(CANONICAL_CALLS[role], (tokens, pad_idx))), binding.layout)
+            named = in_layout(dict(zip(CANONICAL_CALLS[role], (tokens, pad_idx)), **{LENGTH: tokens.size(-1)}),
+                              binding.layout)  # (a helper told its rows: as many queries as keys, self-attention's)
             mask = from_convention(target(**adapt_arguments(arguments, named, None)), convention)
             if binding.layout == SEQUENCE_FIRST and isinstance(mask, torch.Tensor) and mask.shape == tokens.shape:
                 mask = mask.unsqueeze(-2)  # torch's key-padding mask, (batch, length) in either layout

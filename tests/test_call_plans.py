@@ -140,6 +140,18 @@ def test_a_mask_named_for_another_parameter_is_the_mask_of_that_stream():
     assert plan(words_alone) == ["x", "memory", "tgt_mask", "src_mask"]
 
 
+def test_a_padding_mask_helper_told_its_rows_is_never_given_the_pad_index_there():
+    """``pad_masking(x, target_len)`` makes ``target_len`` query rows of the keys' padding, reading the pad index
+    from a constant of its own: its second parameter is given the tokens' length, not the pad index by position."""
+    def pad_masking(x, target_len):
+        pass
+
+    def with_index(tokens, pad_idx):
+        pass
+    assert plan(pad_masking, ["tokens", "pad_idx"]) == ["tokens", "length"]
+    assert plan(with_index, ["tokens", "pad_idx"]) == ["tokens", "pad_idx"]
+
+
 class KeysSetFirst(nn.Module):
     """Attention whose keys are set by ``init_keys`` before ``forward`` reads them; ``reshape`` sets what
     ``__init__`` sets too."""
