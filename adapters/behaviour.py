@@ -30,10 +30,10 @@ MASKED = ("attention", "multi_head_attention", "encoder_layer", "decoder_layer",
 """The roles called with masks."""
 
 
-def masks_of_another_shape(binding, module_name, roles, bindings, convention):
-    """Whether ``binding`` works under the canonical call with its masks in another shape (:data:`HEAD_AXIS`,
-    :data:`KEY_VECTORS`, for the attention function :data:`NO_HEAD_AXIS`, for the blocks of :data:`WHOLE_MASKS`
-    :data:`FULL_SHAPE`), which it then keeps (``roles`` updated, a note added)."""
+def masks_of_another_shape(binding, module_name, roles, bindings, convention, cfg=PROBE):
+    """Whether ``binding`` works under the canonical call (on ``cfg``) with its masks in another shape
+    (:data:`HEAD_AXIS`, :data:`KEY_VECTORS`, for the attention function :data:`NO_HEAD_AXIS`, for the blocks of
+    :data:`WHOLE_MASKS` :data:`FULL_SHAPE`), which it then keeps (``roles`` updated, a note added)."""
     base = base_convention(convention)
     whole = (FULL_SHAPE,) if binding.role in WHOLE_MASKS else ()
     for shape in (HEAD_AXIS, KEY_VECTORS) + ((NO_HEAD_AXIS,) if binding.role == "attention" else ()) + whole:
@@ -41,7 +41,7 @@ def masks_of_another_shape(binding, module_name, roles, bindings, convention):
             continue
         binding.masks = base + shape
         roles[binding.role] = role_builder(binding, bindings, convention)
-        if canonical_call_error(Implementation(module_name, roles), binding.role) is None:
+        if canonical_call_error(Implementation(module_name, roles), binding.role, cfg) is None:
             binding.notes.append(f"(masks: {describe_convention(binding.masks)})")
             return True
     binding.masks = None
