@@ -114,10 +114,12 @@ def is_switch(parameter):
 def lengths_of(name, wanted, plan):
     """``"src_mask:lengths"`` (or the target's) for a forward parameter named for sequence lengths (``src_lengths``,
     ``tgt_lens``, ``lengths``): padding given as the length of each sequence, the masks built from it by the code
-    itself; else None."""
+    itself (a padding-mask helper's, ``padding_mask(lens)``: the padding of the tokens it is to mask); else None."""
     words = name_words(name)
     if not words & {"lengths", "lens", "seqlens"}:
         return None
+    if wanted == CANONICAL_CALLS["padding_mask"]:
+        return f"src_mask:{LENGTHS}"
     target = bool(words & WORDS["target"] - {"output", "out"})
     mask = "tgt_mask" if target else "src_mask"
     taken = {c for c in plan if c}

@@ -3,6 +3,7 @@ canonical mask its words name, whatever the author's vocabulary for it."""
 import dataclasses
 import inspect
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -10,7 +11,8 @@ from adapters.assembly import can_play
 from adapters.building import PROBE, Binding
 from adapters.call_plans import call_plan, output_among, setup_method
 from adapters.construction import causal_flag, constructed_with
-from adapters.wrapping import module_builder
+from adapters.wrapping import function_role, module_builder
+from conformance.contract.verdicts import Missing
 
 DECODER = ["x", "memory", "src_mask", "tgt_mask"]
 ATTENTION = ["query", "key", "value", "src_mask"]
@@ -150,6 +152,23 @@ def test_a_padding_mask_helper_told_its_rows_is_never_given_the_pad_index_there(
         pass
     assert plan(pad_masking, ["tokens", "pad_idx"]) == ["tokens", "length"]
     assert plan(with_index, ["tokens", "pad_idx"]) == ["tokens", "pad_idx"]
+
+
+def lengths_mask(lens):
+    """A padding-mask helper of a model fed packed sequences: (batch, 1, longest) True at each sequence's tokens."""
+    return (torch.arange(int(max(lens)))[None, :] < torch.as_tensor(lens)[:, None]).unsqueeze(1)
+
+
+def test_a_padding_mask_helper_taking_lengths_is_given_its_tokens_padding_as_lengths():
+    """``padding_mask(lens)`` is given the lengths of the tokens' sequences, its mask over the longest widened to
+    every key (those past every sequence's end are padding in every row); padding inside a sequence, which lengths
+    cannot say, is ``adapter.padding_not_expressible_as_lengths``, never a crash of the helper's."""
+    helper = function_role(Binding("padding_mask", "lengths_mask", lengths_mask), "boolean")
+    tokens = torch.tensor([[5, 6, 1, 1], [7, 1, 1, 1]])
+    assert torch.equal(helper(tokens, 1), (tokens != 1).unsqueeze(1))
+    with pytest.raises(Missing) as inside:
+        helper(torch.tensor([[5, 1, 6, 1]]), 1)
+    assert inside.value.cause == "adapter.padding_not_expressible_as_lengths"
 
 
 class KeysSetFirst(nn.Module):
