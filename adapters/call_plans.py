@@ -137,11 +137,12 @@ LENGTH_NAMES = {"l", "n", "t", "sz", "size", "len", "length", "seqlen", "seqleng
 def length_of_x(name, wanted):
     """``"length"`` for a parameter named for a sequence length (``L``, ``seq_len``) of a block whose canonical call
     gives it one sequence ``x`` alone (a positional encoding called ``pos(L, device)`` for the rows of the first
-    ``L`` positions, §3.5), or of a padding-mask helper (``pad_masking(x, target_len)``, as many query rows as the
-    tokens: never the pad index, whatever its position); else None."""
+    ``L`` positions, §3.5), or of a padding-mask helper, by words alone (``pad_masking(x, target_len)``, as many
+    query rows as the tokens: never the pad index, whatever its position; its tokens may be ``t``); else None."""
     if wanted not in (["x"], CANONICAL_CALLS["padding_mask"]) or normalize(name) in NORMALIZED_CALL_NAMES["x"]:
         return None
-    return LENGTH if normalize(name) in LENGTH_NAMES or name_words(name) & {"len", "length"} else None
+    spelled = wanted == ["x"] and normalize(name) in LENGTH_NAMES
+    return LENGTH if spelled or name_words(name) & {"len", "length"} else None
 
 
 def derived_inputs(named):

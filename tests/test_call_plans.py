@@ -150,8 +150,12 @@ def test_a_padding_mask_helper_told_its_rows_is_never_given_the_pad_index_there(
 
     def with_index(tokens, pad_idx):
         pass
+
+    def one_letter(t, pad):
+        pass
     assert plan(pad_masking, ["tokens", "pad_idx"]) == ["tokens", "length"]
     assert plan(with_index, ["tokens", "pad_idx"]) == ["tokens", "pad_idx"]
+    assert plan(one_letter, ["tokens", "pad_idx"]) == ["tokens", "pad_idx"]
 
 
 def lengths_mask(lens):
