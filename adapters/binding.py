@@ -36,7 +36,7 @@ from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOT
                                 masks_of_another_shape, reads_token_values, target_shift,
                                 works_as_the_author_lays_it_out, works_in_layout,
                                 works_memory_first)
-from adapters.building import PAPER_BASE, PROBE, Binding, build_error, builds_by_name, constructed_by_name
+from adapters.building import PAPER_WIDTHS, PROBE, Binding, build_error, builds_by_name, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
                                  in_torch_style, plan_arguments, positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
@@ -342,10 +342,10 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                 roles[role] = role_builder(binding, bindings, convention)
                 if not binding.takes_token_ids:
                     binding.takes_token_ids = embeds_token_ids(Implementation(module_name, roles), role)
-                if role in MASKED and binding.masks is None \
-                        and canonical_call_error(Implementation(module_name, roles), role, PAPER_BASE) is not None:
-                    # (code fixing a size of its own runs at the paper's: its masks are read there)
-                    masks_of_another_shape(binding, module_name, roles, bindings, convention, PAPER_BASE)
+                if role in MASKED and binding.masks is None and not binding.takes_token_ids \
+                        and canonical_call_error(Implementation(module_name, roles), role, PAPER_WIDTHS) is not None:
+                    # (code fixing a width of its own runs at the paper's: its masks are read there)
+                    masks_of_another_shape(binding, module_name, roles, bindings, convention, PAPER_WIDTHS)
                 bindings[role] = binding
                 taken.add(binding.name)
             except (LookupError, ValueError, TypeError):
