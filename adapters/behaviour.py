@@ -11,12 +11,14 @@ import torch
 
 from adapters import alignment
 from adapters.building import PROBE, probe_build
-from adapters.call_plans import argument_values, plan_arguments
+from adapters.call_plans import (adapt_arguments, argument_values, derived_inputs, first_tensor, plan_arguments,
+                                 positions_of)
 from adapters.masks import (FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD_AXIS, base_convention,
                            describe_convention)
 from adapters.wrapping import role_builder
 from adapters.names import CANONICAL_CALLS
-from conformance.contract.harness import PAD, Case, canonical_inputs, difference, expected_shape, run
+from conformance.contract.harness import (PAD, Case, canonical_inputs, difference, expected_shape, inputs_not_accepted,
+                                         run)
 from conformance.contract.interface import Implementation
 from conformance.contract.verdicts import Missing
 
@@ -28,10 +30,10 @@ MASKED = ("attention", "multi_head_attention", "encoder_layer", "decoder_layer",
 """The roles called with masks."""
 
 
-def masks_of_another_shape(binding, module_name, roles, bindings, convention):
-    """Whether ``binding`` works under the canonical call with its masks in another shape (:data:`HEAD_AXIS`,
-    :data:`KEY_VECTORS`, for the attention function :data:`NO_HEAD_AXIS`, for the blocks of :data:`WHOLE_MASKS`
-    :data:`FULL_SHAPE`), which it then keeps (``roles`` updated, a note added)."""
+def masks_of_another_shape(binding, module_name, roles, bindings, convention, cfg=PROBE):
+    """Whether ``binding`` works under the canonical call (on ``cfg``) with its masks in another shape
+    (:data:`HEAD_AXIS`, :data:`KEY_VECTORS`, for the attention function :data:`NO_HEAD_AXIS`, for the blocks of
+    :data:`WHOLE_MASKS` :data:`FULL_SHAPE`), which it then keeps (``roles`` updated, a note added)."""
     base = base_convention(convention)
     whole = (FULL_SHAPE,) if binding.role in WHOLE_MASKS else ()
     for shape in (HEAD_AXIS, KEY_VECTORS) + ((NO_HEAD_AXIS,) if binding.role == "attention" else ()) + whole:
@@ -39,7 +41,7 @@ def masks_of_another_shape(binding, module_name, roles, bindings, convention):
             continue
         binding.masks = base + shape
         roles[binding.role] = role_builder(binding, bindings, convention)
-        if canonical_call_error(Implementation(module_name, roles), binding.role) is None:
+        if canonical_call_error(Implementation(module_name, roles), binding.role, cfg) is None:
             binding.notes.append(f"(masks: {describe_convention(binding.masks)})")
             return True
     binding.masks = None
@@ -187,6 +189,8 @@ def canonical_call_error(implementation, role, cfg=PROBE, dtype=torch.float32):
                 return f"returned shape {tuple(out.shape)} for tokens {tuple(tokens.shape)}: not a mask over the keys"
             return None
         out, _ = run(case, role)
+        if role == "attention" and "value" in inputs_not_accepted(implementation.function(role))[0]:
+            return "takes no values: its scores alone, Q K^T scaled, not the attention of eq. (1)"
     except Missing as exc:  # a model taking lengths: probed again with its padding at the end of each sequence
         if exc.cause == "adapter.padding_not_expressible_as_lengths" and implementation.padding is None:
             implementation.padding = LENGTHS
@@ -223,6 +227,23 @@ def embeds_token_ids(implementation, role):
     except Exception:  # the candidate's own code: any exception means it does not take token ids either
         return False
     return isinstance(out, torch.Tensor) and tuple(out.shape[:2]) == tuple(tokens.shape)
+
+
+def reads_token_values(implementation):
+    """Whether the positional encoding, called with token ids in place of its input (:func:`positions_of`), reads
+    their values and not their shape alone: other ids of the same shape give another output. It then embeds the
+    tokens itself (an embedding with the positions added to it), and is no encoding its caller hands the tokens
+    only to say how many positions there are: its output is no x + PE to read (§3.5)."""
+    try:
+        table = implementation.build("positional_encoding", PROBE).eval()
+        x = torch.zeros(2, 5, PROBE.d_model)
+        named = derived_inputs({"x": x})
+        outputs = [first_tensor(table.inner(**adapt_arguments(table.arguments, dict(named, x=ids), table.convention)))
+                   for ids in (positions_of(x), torch.zeros_like(positions_of(x)))]
+    except Exception:  # the candidate's own code: what it reads is not established
+        return True
+    return not (isinstance(outputs[0], torch.Tensor) and isinstance(outputs[1], torch.Tensor)
+                and torch.equal(*outputs))
 
 
 def target_shift(binding, module_name, roles):

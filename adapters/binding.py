@@ -34,9 +34,10 @@ from adapters.assembly import (BATCH_FIRST, METHOD_ROLES, assembled_together, ca
 from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOTE, canonical_call_error, embeds_token_ids,
                                 fails_on_shapes, float32_only, helper_masks, hides_a_masked_key,
                                 hides_padded_keys, learns_weights, masking_shown,
-                                masks_of_another_shape, target_shift, works_as_the_author_lays_it_out, works_in_layout,
+                                masks_of_another_shape, reads_token_values, target_shift,
+                                works_as_the_author_lays_it_out, works_in_layout,
                                 works_memory_first)
-from adapters.building import PROBE, Binding, build_error, builds_by_name, constructed_by_name
+from adapters.building import PAPER_WIDTHS, PROBE, Binding, build_error, builds_by_name, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
                                  in_torch_style, plan_arguments, positions_of, returns_table)
 from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
@@ -299,7 +300,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             if problem is not None and role == "positional_encoding":  # called with the tokens, as its caller does?
                 binding.takes_token_ids = True
                 roles[role] = module_builder(binding, bindings, convention)
-                if canonical_call_error(Implementation(module_name, roles), role) is None:
+                if canonical_call_error(Implementation(module_name, roles), role) is None \
+                        and not reads_token_values(Implementation(module_name, roles)):
                     problem = None
                     binding.notes.append("(called with token ids of the input's shape, as the code's embedding "
                                          "block calls it with the tokens)")
@@ -327,6 +329,10 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             binding.works = False
             binding.takes_token_ids = TAKES_TOKEN_IDS in problem
             notes.append(f"{role}: {binding.name} does not work under the canonical call ({problem})")
+            if role == "positional_encoding" and binding.takes_token_ids:  # (read for more than their shape above)
+                notes[-1] += ("; it embeds the token ids it is given, its positions added to their embeddings: "
+                              "an embedding block, not an encoding of the positions to check alone (§3.5): not bound")
+                continue
             try:
                 if builds_a_module(role, binding.target):
                     binding.constructor = constructor_plan(binding.target, role, bindings)
@@ -337,6 +343,10 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                 roles[role] = role_builder(binding, bindings, convention)
                 if not binding.takes_token_ids:
                     binding.takes_token_ids = embeds_token_ids(Implementation(module_name, roles), role)
+                if role in MASKED and binding.masks is None and not binding.takes_token_ids \
+                        and canonical_call_error(Implementation(module_name, roles), role, PAPER_WIDTHS) is not None:
+                    # (code fixing a width of its own runs at the paper's: its masks are read there)
+                    masks_of_another_shape(binding, module_name, roles, bindings, convention, PAPER_WIDTHS)
                 bindings[role] = binding
                 taken.add(binding.name)
             except (LookupError, ValueError, TypeError):

@@ -27,6 +27,12 @@ from conformance.contract.interface import FUNCTION_ROLES, Config, call_with_can
 from reference.transformer import CONFORMANCE_ROLES as REFERENCE
 
 PROBE = Config(d_model=12, h=3, d_ff=24, dropout=0.0, N=2, vocab_size=11, src_vocab=11, tgt_vocab=13, max_len=16)
+PAPER_BASE = Config(N=2, dropout=0.0)
+"""The base model's widths (Table 3: d_model = 512, h = 8, d_ff = 2048), with two layers a stack (a width is what
+code fixes) and small vocabularies: where code that crashes at the checker's sizes runs as its author builds it."""
+PAPER_WIDTHS = dataclasses.replace(PAPER_BASE, max_len=PROBE.max_len)
+"""The paper's widths with the probe's table length, where discovery reads how such code is called (a table of
+5000 positions built in Python loops, as some code builds it, costs seconds at each build)."""
 
 
 @dataclass

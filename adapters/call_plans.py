@@ -60,7 +60,8 @@ def call_plan(parameters, wanted, torch_style=False, by_name=True):
         return attention_inputs(parameters, torch_style_plan(parameters, plan, wanted), wanted)
     for i, p in enumerate(parameters):
         if plan[i] is None and not is_switch(p):  # (a mask its words name may feed two parameters)
-            plan[i] = by_words(p.name, [c for c in wanted if c not in plan]) or mask_named_again(p.name, wanted, plan)
+            plan[i] = mask_of_its_stream(p.name, parameters, plan, wanted) \
+                or by_words(p.name, [c for c in wanted if c not in plan]) or mask_named_again(p.name, wanted, plan)
     for i, p in enumerate(parameters):
         if plan[i] is None:
             remaining = [c for c in wanted if c not in plan]
@@ -113,10 +114,12 @@ def is_switch(parameter):
 def lengths_of(name, wanted, plan):
     """``"src_mask:lengths"`` (or the target's) for a forward parameter named for sequence lengths (``src_lengths``,
     ``tgt_lens``, ``lengths``): padding given as the length of each sequence, the masks built from it by the code
-    itself; else None."""
+    itself (a padding-mask helper's, ``padding_mask(lens)``: the padding of the tokens it is to mask); else None."""
     words = name_words(name)
     if not words & {"lengths", "lens", "seqlens"}:
         return None
+    if wanted == CANONICAL_CALLS["padding_mask"]:
+        return f"src_mask:{LENGTHS}"
     target = bool(words & WORDS["target"] - {"output", "out"})
     mask = "tgt_mask" if target else "src_mask"
     taken = {c for c in plan if c}
@@ -134,10 +137,12 @@ LENGTH_NAMES = {"l", "n", "t", "sz", "size", "len", "length", "seqlen", "seqleng
 def length_of_x(name, wanted):
     """``"length"`` for a parameter named for a sequence length (``L``, ``seq_len``) of a block whose canonical call
     gives it one sequence ``x`` alone (a positional encoding called ``pos(L, device)`` for the rows of the first
-    ``L`` positions, §3.5); else None."""
-    if wanted != ["x"] or normalize(name) in NORMALIZED_CALL_NAMES["x"]:
+    ``L`` positions, §3.5), or of a padding-mask helper, by words alone (``pad_masking(x, target_len)``, as many
+    query rows as the tokens: never the pad index, whatever its position; its tokens may be ``t``); else None."""
+    if wanted not in (["x"], CANONICAL_CALLS["padding_mask"]) or normalize(name) in NORMALIZED_CALL_NAMES["x"]:
         return None
-    return LENGTH if normalize(name) in LENGTH_NAMES or name_words(name) & {"len", "length"} else None
+    spelled = wanted == ["x"] and normalize(name) in LENGTH_NAMES
+    return LENGTH if spelled or name_words(name) & {"len", "length"} else None
 
 
 def derived_inputs(named):
@@ -206,6 +211,21 @@ def name_words(name):
 CROSS_KEYS = {"kv", "keyvalue", "cross", "crs"}
 """Words naming the decoder's cross-attention or its keys and values, which come from the encoder (§3.2.3): a mask
 named for them (``kv_mask``, ``crs_mask``) hides the source's padding."""
+
+
+def mask_of_its_stream(name, parameters, plan, wanted):
+    """The canonical mask of the stream a mask parameter is named for, where another parameter of the same call bears
+    that stream's name (``inputs_mask`` beside ``inputs``, ``memory_mask`` beside ``memory``), or None: the memory's
+    and the source's mask is the source's, the target's the target's, and a block's own stream ``x`` takes the
+    target's in a call that also takes the memory (a decoder's queries are the target's, §3.2.3), else the source's."""
+    stem = re.sub(r"_?masks?$", "", name, flags=re.IGNORECASE)
+    stream = next((c for p, c in zip(parameters, plan) if p.name == stem), None) if stem not in ("", name) else None
+    mask = ("tgt_mask" if "memory" in wanted else "src_mask") if stream == "x" else STREAM_MASKS.get(stream)
+    return mask if mask in wanted else None
+
+
+STREAM_MASKS = {"memory": "src_mask", "src": "src_mask", "tgt": "tgt_mask"}
+"""The mask of each stream of a call other than a block's own ``x`` (:func:`mask_of_its_stream`)."""
 
 
 def mask_named_again(name, wanted, plan):

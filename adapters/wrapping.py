@@ -17,13 +17,13 @@ import torch.nn as nn
 
 from adapters import alignment, recipes
 from adapters.building import PROBE, build_from_plan, probe_build
-from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, argument_values, derived_inputs,
+from adapters.call_plans import (LENGTH, SEQUENCE_FIRST, UNBATCHED, adapt_arguments, argument_values, derived_inputs,
                                  first_tensor, forward_parameters, from_layout, in_layout, in_torch_style, output_among,
                                  inputs_not_accepted, name_words, per_sample, plan_arguments, positions_of,
                                  returns_table, setup_call, stacked)
 from adapters.construction import causal_by_default, causal_flag, constructed_with, hyperparameters_fed
 from adapters.lint import self_attributes
-from adapters.masks import FULL_SHAPE, KEY_VECTORS, from_convention, full_masks, torch_part
+from adapters.masks import FULL_SHAPE, KEY_VECTORS, LENGTHS, from_convention, full_masks, torch_part
 from adapters.names import CANONICAL_CALLS, normalize
 from conformance.contract.harness import PAD
 from conformance.contract.interface import FUNCTION_ROLES, Config
@@ -350,16 +350,30 @@ def function_role(binding, convention):
         return subsequent_mask
     if role == "padding_mask":
         arguments = plan_arguments(target, CANONICAL_CALLS[role])
+        by_lengths = any(c.endswith(":" + LENGTHS) for _, c in arguments)
 
         def padding_mask(tokens, pad_idx):
-            named = in_layout(dict(zip(CANONICAL_CALLS[role], (tokens, pad_idx))), binding.layout)
+            named = in_layout(dict(zip(CANONICAL_CALLS[role], (tokens, pad_idx)), **{LENGTH: tokens.size(-1)}),
+                              binding.layout)  # (a helper told its rows: as many queries as keys, self-attention's)
+            if by_lengths:  # (the tokens' padding as their lengths, where lengths can say it)
+                named["src_mask"] = (tokens != pad_idx).unsqueeze(-2)
             mask = from_convention(target(**adapt_arguments(arguments, named, None)), convention)
+            if by_lengths:
+                mask = over_every_key(mask, tokens.size(-1))
             if binding.layout == SEQUENCE_FIRST and isinstance(mask, torch.Tensor) and mask.shape == tokens.shape:
                 mask = mask.unsqueeze(-2)  # torch's key-padding mask, (batch, length) in either layout
             return mask
         padding_mask.hyperparameters = {"pad_idx"} & {c for _, c in arguments}  # (a pad index its code may fix)
         return padding_mask
     return attention_function(binding, convention)
+
+
+def over_every_key(mask, length):
+    """A mask made from sequence lengths, over the keys of the longest sequence (a batch padded to it, as its
+    author's data is), widened to ``length`` keys: those past every sequence's end are padding in every row."""
+    if not isinstance(mask, torch.Tensor) or mask.size(-1) >= length:
+        return mask
+    return torch.cat([mask, mask.new_zeros(*mask.shape[:-1], length - mask.size(-1))], -1)
 
 
 def attention_function(binding, convention):

@@ -3,6 +3,7 @@ canonical mask its words name, whatever the author's vocabulary for it."""
 import dataclasses
 import inspect
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -10,7 +11,8 @@ from adapters.assembly import can_play
 from adapters.building import PROBE, Binding
 from adapters.call_plans import argument_values, call_plan, output_among, setup_method
 from adapters.construction import causal_flag, constructed_with
-from adapters.wrapping import module_builder
+from adapters.wrapping import function_role, module_builder
+from conformance.contract.verdicts import Missing
 
 DECODER = ["x", "memory", "src_mask", "tgt_mask"]
 ATTENTION = ["query", "key", "value", "src_mask"]
@@ -136,6 +138,61 @@ def test_a_decoders_two_sequences_told_by_the_side_their_names_say():
     assert plan(stream_first) == ["x", "memory", "tgt_mask", "src_mask"]
     assert plan(inputs) == ["x", "memory", "tgt_mask", "src_mask"]
     assert plan(encoder_layer, ["x", "src_mask"]) == ["x", "src_mask"]
+
+
+def test_a_mask_named_for_another_parameter_is_the_mask_of_that_stream():
+    """``inputs_mask`` beside ``inputs``, the decoder's own stream, is the target's mask (its self-attention's), and
+    ``memory_mask`` beside ``memory`` the source's, whatever the order; an encoder's ``x_mask`` is the source's. A
+    mask named for a stream the call does not take keeps the reading its words give (``inputs_mask`` alone: the
+    source's)."""
+    def memory_first(inputs, memory, memory_mask, inputs_mask, layer_cache=None):
+        pass
+
+    def own_first(x, enc, x_mask, enc_mask):
+        pass
+
+    def encoder_layer(x, x_mask):
+        pass
+
+    def words_alone(x, memory, targets_mask, inputs_mask):
+        pass
+    assert plan(memory_first)[:4] == ["x", "memory", "src_mask", "tgt_mask"]
+    assert plan(own_first) == ["x", "memory", "tgt_mask", "src_mask"]
+    assert plan(encoder_layer, ["x", "src_mask"]) == ["x", "src_mask"]
+    assert plan(words_alone) == ["x", "memory", "tgt_mask", "src_mask"]
+
+
+def test_a_padding_mask_helper_told_its_rows_is_never_given_the_pad_index_there():
+    """``pad_masking(x, target_len)`` makes ``target_len`` query rows of the keys' padding, reading the pad index
+    from a constant of its own: its second parameter is given the tokens' length, not the pad index by position."""
+    def pad_masking(x, target_len):
+        pass
+
+    def with_index(tokens, pad_idx):
+        pass
+
+    def one_letter(t, pad):
+        pass
+    assert plan(pad_masking, ["tokens", "pad_idx"]) == ["tokens", "length"]
+    assert plan(with_index, ["tokens", "pad_idx"]) == ["tokens", "pad_idx"]
+    assert plan(one_letter, ["tokens", "pad_idx"]) == ["tokens", "pad_idx"]
+
+
+def lengths_mask(lens):
+    """A padding-mask helper of a model fed packed sequences: (batch, 1, longest) True at each sequence's tokens."""
+    return (torch.arange(int(max(lens)))[None, :] < torch.as_tensor(lens)[:, None]).unsqueeze(1)
+
+
+def test_a_padding_mask_helper_taking_lengths_is_given_its_tokens_padding_as_lengths():
+    """``padding_mask(lens)`` is given the lengths of the tokens' sequences, its mask over the longest widened to
+    every key (those past every sequence's end are padding in every row); padding inside a sequence, which lengths
+    cannot say, is ``adapter.padding_not_expressible_as_lengths``, never a crash of the helper's."""
+    helper = function_role(Binding("padding_mask", "lengths_mask", lengths_mask), "boolean")
+    tokens = torch.tensor([[5, 6, 1, 1], [7, 1, 1, 1]])
+    assert torch.equal(helper(tokens, 1), (tokens != 1).unsqueeze(1))
+    with pytest.raises(Missing) as inside:
+        helper(torch.tensor([[5, 1, 6, 1]]), 1)
+    assert inside.value.cause == "adapter.padding_not_expressible_as_lengths"
 
 
 class KeysSetFirst(nn.Module):

@@ -108,7 +108,21 @@ def closest_variants(case, component, actual, inputs, start, good_enough, steps=
     ``actual``: a steepest descent over the slots of :mod:`conformance.diagnosis.variants` (each step makes the one change of
     one slot that brings the outputs closest), stopping once the difference is ``good_enough``.
     Returns ``(variants, largest difference)``; ``eps``: the LayerNorms' eps when not the reference's
-    (:func:`open_eps`)."""
+    (:func:`open_eps`). A descent that ends short of ``good_enough`` is made again with each eps of
+    :data:`OPEN_EPS`, and the first that gets there is taken: a difference of eps alone can make another variant of
+    one slot look closer (the biased std for the Annotated Transformer's ``std + eps`` with its eps of 1e-6)."""
+    found, best = descent(case, component, actual, inputs, start, good_enough, steps, eps)
+    if best <= good_enough or not any(isinstance(m, variants.LN) for m in reference_block(case, component).modules()):
+        return found, best  # (there, or no LayerNorm whose eps could matter)
+    for other in OPEN_EPS:
+        at_other = descent(case, component, actual, inputs, start, good_enough, steps, other) if other != eps else None
+        if at_other is not None and at_other[1] <= good_enough:
+            return at_other
+    return found, best
+
+
+def descent(case, component, actual, inputs, start, good_enough, steps, eps):
+    """:func:`closest_variants` at one LayerNorm ``eps``."""
     ref = reference_block(case, component, eps=eps)
 
     def distance(chosen):

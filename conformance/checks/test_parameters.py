@@ -375,15 +375,16 @@ def parts_of_other_roles(m, component, case):
     """``[(what, parameter count)]``: what ``m`` carries that the paper counts under another role: the token and
     learned position tables of a stack or layer that takes token ids, the output projection of a decoder ending
     with it (outside its layers), the LayerNorm of a sub-layer that adds its own residual (§3.1 counts it under the layer)."""
-    cfg, parts = case.cfg, []
+    cfg, parts, tables = case.cfg, [], []
     if component in ("encoder", "decoder", "encoder_layer", "decoder_layer"):
         tables = [e for e in m.modules() if isinstance(e, torch.nn.Embedding)]
         if tables:
             parts.append((f"{len(tables)} embedding table(s) (§3.4, §3.5)", count(tables)))
-    if component == "decoder":  # a Linear(d_model, V) outside the layers
+    if component == "decoder":  # a Linear(d_model, V) outside the layers (V as configured, or as its table sizes it)
         inside_layers = [prefix for prefix, _ in layer_lists(m, cfg.N)]
+        vocabularies = {cfg.vocab_size, cfg.tgt_vocab} | {e.num_embeddings for e in tables}
         projections = [l for name, l in m.named_modules() if isinstance(l, torch.nn.Linear)
-                       and l.in_features == cfg.d_model and l.out_features in (cfg.vocab_size, cfg.tgt_vocab)
+                       and l.in_features == cfg.d_model and l.out_features in vocabularies
                        and not any(inside(name, prefix) for prefix in inside_layers)]
         if projections:
             parts.append(("the output projection (§3.4)", count(projections)))

@@ -209,7 +209,9 @@ def setup_method(exc):
 
 def stated_precondition(exc, tb):
     """The statement of the author's code that raised ``exc``, when it states what its function's arguments must be:
-    an ``assert`` testing only them (``assert token_ids.ndim == 2``, ``assert d_model == d_word_vec``), a ``raise``
+    an ``assert`` testing only them (``assert token_ids.ndim == 2``, ``assert d_model == d_word_vec``; or reading
+    an attribute the object given lacks, ``assert encoder.model_dim == decoder.model_dim`` given modules where its
+    author's code gives configurations), a ``raise``
     under an ``if`` testing only them (``if tie and src_vocab != tgt_vocab: raise ValueError(...)``), or the
     unpacking of an argument's shape (``batch_size, seq_len = x.size()``: an input of another rank was expected).
     A precondition written for callers, so a call not meeting it was the checker's; None for any other crash."""
@@ -218,8 +220,8 @@ def stated_precondition(exc, tb):
         return None
     frame, line, node = raised
     code = frame.f_code
-    if isinstance(exc, AssertionError) and isinstance(node, ast.Assert):
-        tested = node.test
+    if isinstance(exc, (AssertionError, AttributeError)) and isinstance(node, ast.Assert):
+        tested = node.test  # (failed, or could not even be read on what it was given: ``encoder.model_dim``)
     elif isinstance(exc, ValueError) and "values to unpack" in str(exc) and isinstance(node, ast.Assign) \
             and isinstance(node.targets[0], ast.Tuple):
         tested = node.value if is_shape(node.value) else None
@@ -281,9 +283,11 @@ def guarding_if(code, line):
 
 
 def raising_statement(tb):
-    """``(frame, line, statement)`` where the author's code raised (the innermost frame of ``tb``, its statement
-    parsed, or None when unreadable); None when the innermost frame is the checker's own."""
-    frame, line = next(((f, n) for f, n in reversed(list(traceback.walk_tb(tb)))), (None, None))
+    """``(frame, line, statement)`` where the author's code raised (the innermost frame of ``tb`` but those of the
+    libraries its statement called, torch's ``__getattr__`` raising for it; its statement parsed, or None when
+    unreadable); None when that frame is the checker's own."""
+    frame, line = next(((f, n) for f, n in reversed(list(traceback.walk_tb(tb)))
+                        if not f.f_code.co_filename.startswith(LIBRARY_DIRS)), (None, None))
     if frame is None or is_checker_code(frame.f_code.co_filename):
         return None
     return frame, line, statement_at(frame.f_code.co_filename, line)

@@ -23,9 +23,9 @@ import torch
 import torch.nn as nn
 
 from adapters.behaviour import canonical_call_error
-from adapters.building import authors_own_blocks
+from adapters.building import PAPER_BASE, authors_own_blocks
 from conformance.contract import harness
-from conformance.contract.interface import FUNCTION_ROLES, ROLES, Config
+from conformance.contract.interface import FUNCTION_ROLES, ROLES
 
 ENCLOSING = {
     "positional_encoding": ("model", "encoder", "decoder"),
@@ -499,11 +499,6 @@ def on_the_checkers_call(impl, role, check_calls, crashed):
     if any(pattern_fits(a, c) for found in calls for a in found.patterns for c in checked):
         return Evidence(AUTHORS_CALL)
     return Evidence(CHECKERS_CALL)
-
-
-PAPER_BASE = Config(N=2, dropout=0.0)
-"""The base model's widths (Table 3: d_model = 512, h = 8, d_ff = 2048), with two layers a stack (a width is what
-code fixes) and small vocabularies."""
 
 
 @functools.lru_cache(maxsize=64)
