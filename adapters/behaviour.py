@@ -188,7 +188,10 @@ def canonical_call_error(implementation, role, cfg=PROBE, dtype=torch.float32):
                                            or out.shape[-1] != tokens.shape[-1]):
                 return f"returned shape {tuple(out.shape)} for tokens {tuple(tokens.shape)}: not a mask over the keys"
             return None
-        out, _ = run(case, role)
+        out, inputs = run(case, role)
+        if role == "positional_encoding" and isinstance(out, torch.Tensor) and out.shape != inputs[0].shape:
+            return (f"returned shape {tuple(out.shape)} for input {tuple(inputs[0].shape)}: neither x plus its "
+                    "positions nor the table of its length (§3.5)")
         if role == "attention" and "value" in inputs_not_accepted(implementation.function(role))[0]:
             return "takes no values: its scores alone, Q K^T scaled, not the attention of eq. (1)"
     except Missing as exc:  # a model taking lengths: probed again with its padding at the end of each sequence

@@ -9,6 +9,7 @@ import ast
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import inspect
 import io
 import textwrap
@@ -137,13 +138,22 @@ def config_fields(target, parameter):
 config_fields.classes = {}
 
 
+FIELDS_LEFT_NONE = {}
+"""The class (or factory) -> the fields of its configuration object that it read and the checker could not plan, so
+left None (:class:`ReadFields`): a crash on such a None is the checker's doing (``conformance.diagnosis.classify``)."""
+
+
 class ReadFields(types.SimpleNamespace):
     """A configuration object made of the fields a constructor reads: those the checker plans are set; any other
-    reads as None (a field no weight depends on, such as a tokenisation switch compared to an enum)."""
+    reads as None (a field no weight depends on, such as a tokenisation switch compared to an enum), and is
+    remembered for its reader (:data:`FIELDS_LEFT_NONE`)."""
 
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
+        read = FIELDS_LEFT_NONE.setdefault(self.__dict__.get("_reader"), [])
+        if name not in read:
+            read.append(name)
         return None
 
 
@@ -154,7 +164,7 @@ def _read_fields_of(target, parameter):
     fields = fields_read(target, parameter.name)
     if not fields:
         return None
-    config_fields.classes[(target, parameter.name)] = ReadFields
+    config_fields.classes[(target, parameter.name)] = functools.partial(ReadFields, _reader=target)
     return dict.fromkeys(fields, inspect.Parameter.empty)
 
 

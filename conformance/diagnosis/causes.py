@@ -125,6 +125,8 @@ CATALOGUE = (
       "does not know"),
     E("adapter.configuration_not_supported", "", "the block builds on the configuration discovery tried but not on "
       "the drawn one"),
+    E("adapter.config_field_not_planned", "", "the code used a field of its configuration object that the checker "
+      "cannot set from the sizes it checks (a scale or a flag of the author's configuration), left None"),
     E("adapter.precondition_not_met", "", "the checker's call broke a precondition the author's code states (an "
       "assert on its arguments, or a raise under an if testing only them)"),
     E("adapter.sequence_given_a_number", "", "the code indexes or iterates an argument (a list of layer widths) to "

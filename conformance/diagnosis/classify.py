@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from adapters.behaviour import TAKES_TOKEN_IDS
-from adapters.building import is_graft
+from adapters.building import FIELDS_LEFT_NONE, is_graft
 from adapters.lint import self_attributes
 from adapters.loading import MissingPackage
 from conformance.diagnosis import causes, crashes
@@ -108,6 +108,12 @@ def checker_fault(impl, component, crash, exc, tb):
         return "adapter.global_set_by_main", (f"{missing!r} is a global that {assigned[missing]} sets, and running "
                                               "it did not get that far here (adapters.observe): the code needs the "
                                               "author's own run, not a fix")
+    left_none = fields_left_none(tb) if crash.cause == "error.none_used_as_tensor" else None
+    if left_none:
+        return "adapter.config_field_not_planned", (
+            f"{left_none[0]} reads {', '.join(left_none[1])} from its configuration object, a field the checker "
+            "cannot set from the sizes it checks: left None, the code used that None (its author's configuration "
+            "gives it a value)")
     accelerator = needs_accelerator(exc)
     if accelerator:
         return "adapter.needs_accelerator", accelerator
@@ -160,6 +166,18 @@ def checker_fault(impl, component, crash, exc, tb):
                    or (isinstance(exc, AttributeError) and is_graft(getattr(exc, "obj", None)))):
         return "adapter.graft_does_not_fit", (f"{component} was built with {'; '.join(grafts)} (which does not work), "
                                               "and the code calls that block otherwise")
+    return None
+
+
+def fields_left_none(tb):
+    """``(class name, [field, ...])`` for the outermost block of the author's running at the crash that read
+    fields of its configuration object the checker could not plan (``adapters.building.ReadFields``, left None);
+    None when no such block ran."""
+    for frame, _ in traceback.walk_tb(tb):
+        cls = type(frame.f_locals.get("self"))
+        read = next((FIELDS_LEFT_NONE[c] for c in cls.__mro__ if FIELDS_LEFT_NONE.get(c)), None)
+        if read:
+            return cls.__name__, [repr(name) for name in read]
     return None
 
 
