@@ -75,6 +75,10 @@ def main(argv=None):
                 totals["no report"] += 1
                 continue
             data = json.loads(Path(written).read_text())
+            if not data["checks"]:  # (the checker stopped before its checks: its own error, in the report's log)
+                print(f"{label}: a report with no checks (the checker itself failed: see {written})")
+                totals["no checks"] += 1
+                continue
             records = flagged(data)
             totals["fail/error"] += len(records)
             totals["implementations"] += 1
