@@ -415,9 +415,13 @@ def install_roots(directory: Path) -> list[Path]:
     """The folders under a project folder that installing it (``pip install .``) puts on the import path: those its
     packaging declares (setuptools' ``package-dir`` and ``packages.find.where`` in pyproject.toml or setup.cfg,
     ``package_dir`` in setup.py, poetry's ``from``, hatch's wheel ``packages``), else the ``src`` folder of the src
-    layout. Only folders inside the project that hold a module or a package are kept."""
+    layout (not one holding an ``__init__.py``: that ``src`` is a package its author imports as ``src.model``, its
+    modules importing each other relatively). Only folders inside the project that hold a module or a package are
+    kept."""
     directory = Path(directory).resolve()
-    declared = _declared_roots(directory) or [SRC_FOLDER]
+    declared = _declared_roots(directory)
+    if not declared and not (directory / SRC_FOLDER / "__init__.py").is_file():
+        declared = [SRC_FOLDER]
     roots = []
     for name in declared:
         folder = (directory / name).resolve()

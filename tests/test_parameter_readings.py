@@ -450,3 +450,16 @@ def test_the_count_record_of_a_layer_written_for_the_base_widths_is_the_count_at
         return
     assert (record["verdict"], record["cause"]) == ("fail", "decoder_layer.parameters.count"), output
     assert "observed 4205056 parameters (+1024: 1 extra LayerNorm" in record["message"], output
+
+
+def test_a_generator_without_a_bias_reads_as_the_known_variant_alone_as_in_the_model():
+    """A bias-free pre-softmax map (§3.4 writes no bias; its matrix is often the embedding's): the generator's own
+    count names the variant, as the model's count does, and an extra parameter of another size stays unexplained."""
+    cfg = Config(d_model=8, h=2, d_ff=16, N=1, vocab_size=14, src_vocab=14, tgt_vocab=14)
+    generator = ref.OutputLayer(cfg.d_model, cfg.vocab_size)
+    generator.linear = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+    assert read(generator, cfg, "generator") == (["generator_without_bias"],
+                                                 [("generator_without_bias", -cfg.vocab_size, 1)])
+    generator.extra = nn.Parameter(torch.zeros(3))
+    diff = sum(p.numel() for p in generator.parameters()) - closed_form("generator", cfg)
+    assert best_reading(diff, known_variants("generator", cfg, "paper"), generator, cfg, "paper", "generator") is None

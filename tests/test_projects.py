@@ -454,3 +454,23 @@ def test_a_src_layout_package_importing_itself_absolutely_is_imported_as_install
     code, output, report = run_suite(f"--impl={buggy}", "-m", "feed_forward", tmp_path=tmp_path)
     assert ("feed_forward", "relu_missing") in {(c["component"], c["cause"].split(".")[-1])
                                                 for c in report["checks"] if c["verdict"] == "fail"}, output
+
+
+SRC_PACKAGE = {
+    "README.md": "a project whose scripts import `src.blocks`\n",
+    "src/__init__.py": "",
+    "src/activations.py": "import torch\n\n\ndef rectify(x):\n    return torch.clamp(x, min=0)\n",
+    "src/blocks.py": SRC_BLOCKS.replace("from tinypkg.activations import rectify", "from .activations import rectify"),
+    "scripts/train.py": "from src.blocks import PositionwiseFeedforwardLayer\n",
+}
+
+
+def test_a_src_folder_that_is_a_package_is_imported_as_one_its_relative_imports_resolved(tmp_path):
+    """``src/__init__.py``: the author's scripts import ``src.blocks``, whose ``from .activations import rectify``
+    resolves only inside the package ``src`` (not a src layout's folder of packages)."""
+    assert "from tinypkg.activations import rectify" in SRC_BLOCKS
+    project = write(tmp_path / "project", SRC_PACKAGE)
+    loaded = load_code(project)
+    assert loaded.problems == [], [p.message for p in loaded.problems]
+    assert {"src.blocks", "src.activations"} <= loaded.project_modules()
+    assert "feed_forward" in load_implementation(str(project)).roles

@@ -92,6 +92,8 @@ def known_variants(component, cfg, contract):
                              (1,)))
         variants.append(("generator_outside_model", "the generator is not part of the model", -vt, (1,)))
         variants.append(("generator_without_bias", "the generator's linear map without a bias", -vt, (1,)))
+    if component == "generator":
+        variants.append(("generator_without_bias", "the generator's linear map without a bias", -cfg.vocab_size, (1,)))
     if component in NORMS:
         variants.append(("scalar_layer_norm_gain", "LayerNorm(s) with a scalar gain and bias instead of "
                          "d_model-sized ones", -(2 * d - 2), range(1, NORMS[component] * n + 1)))
@@ -215,7 +217,8 @@ def confirmations(combo, m, cfg, contract, component):
         elif cause == "embeddings_outside_model":
             verdicts.append(not any(isinstance(e, torch.nn.Embedding) for e in m.modules()))
         elif cause == "generator_without_bias":
-            verdicts.append(any(l.bias is None for l in output_projections(m, cfg.d_model, {cfg.tgt_vocab})))
+            vocabulary = cfg.vocab_size if component == "generator" else cfg.tgt_vocab
+            verdicts.append(any(l.bias is None for l in output_projections(m, cfg.d_model, {vocabulary})))
         else:
             verdicts.append(None)
     return verdicts
