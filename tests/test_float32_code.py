@@ -117,3 +117,27 @@ def test_a_case_runs_in_the_precision_its_checks_role_fixes(watched, dtype):
     finally:
         harness.WATCH = None
     assert case.dtype == dtype and case.atol == harness.tolerance(dtype)[0]
+
+
+class MovesAPlainTensor(torch.nn.Linear):
+    """Keeps a tensor that is no buffer, and moves it itself when the block is moved."""
+
+    def __init__(self, d_model):
+        super().__init__(d_model, d_model)
+        self.table = torch.zeros(3)
+
+    def _apply(self, fn, *args, **kwargs):
+        self.table = fn(self.table)
+        return super()._apply(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_built_block_is_moved_only_when_moving_it_changes_something(dtype):
+    impl = Implementation("moves", {"feed_forward": lambda d_model, d_ff, dropout: MovesAPlainTensor(d_model)})
+    cfg = Config(d_model=4, h=2, d_ff=8, N=1)
+    built = Case(impl, cfg, batch=1, src_len=2, tgt_len=3, dtype=dtype, seed=0).build("feed_forward")
+    assert built.weight.dtype == dtype and built.table.dtype == dtype  # (its own _apply ran: never skipped)
+    plain = ref.FeedForwardNetwork(4, 8)
+    assert harness.in_place_already(plain, "cpu", torch.float32)
+    assert not harness.in_place_already(plain, "cpu", torch.float64)
+    assert not harness.in_place_already(MovesAPlainTensor(4), "cpu", torch.float32)

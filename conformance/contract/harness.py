@@ -1,6 +1,7 @@
 """What every check uses: a :class:`Case` (implementation, configuration, inputs) and the canonical calls."""
 import contextlib
 import dataclasses
+import itertools
 import weakref
 from dataclasses import dataclass
 
@@ -31,6 +32,17 @@ def seed_generators(seed, device):
     torch.default_generator.manual_seed(seed)
     if torch.device(device).type == "cuda":
         torch.cuda.manual_seed_all(seed)
+
+
+def in_place_already(module, device, dtype):
+    """Whether ``module.to(device=device, dtype=dtype)`` would change nothing: every parameter and buffer on
+    ``device``, every floating one in ``dtype``, and no block moving its tensors its own way (a ``to`` or ``_apply`` of
+    its own). Looking costs a fraction of the walk ``to`` makes over every block (5 % of a run's checks)."""
+    if any(type(m)._apply is not nn.Module._apply or type(m).to is not nn.Module.to for m in module.modules()):
+        return False
+    device = torch.device(device)
+    return all(t.device == device and (t.dtype == dtype or not t.is_floating_point())
+               for t in itertools.chain(module.parameters(), module.buffers()))
 
 
 TABLE_ATOL = 1e-3
@@ -115,7 +127,8 @@ class Case:
                           ignored)
         if WATCH is not None:
             WATCH.module(role, module)
-        module.to(device=self.device, dtype=self.dtype)
+        if not in_place_already(module, self.device, self.dtype):
+            module.to(device=self.device, dtype=self.dtype)
         return module.train(train)
 
     # -- inputs -------------------------------------------------------------------------------
