@@ -275,10 +275,11 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
     except Exception as exc:  # the candidate's own code under probe values
         raise LookupError(f"cannot tell what constructor arguments {', '.join(probes)} of {name_of} are (built "
                           f"with probe values: {type(exc).__name__}: {exc})") from None
+    maps = [(m, widths) for m in parts for widths in [position_wise_widths(m)] if widths is not None]
     d_model = next((n for n, v in probes.items() if any(
         isinstance(m, nn.LayerNorm) and tuple(m.normalized_shape) == (v,)
-        or isinstance(m, nn.Linear) and m.in_features == m.out_features == v
-        or isinstance(m, nn.Embedding) and m.embedding_dim == v for m in parts)), None)
+        or isinstance(m, nn.Embedding) and m.embedding_dim == v for m in parts)
+        or any(widths == (v, v) for _, widths in maps)), None)
     if d_model is None and role == "generator":  # Linear(d_model, V): the width it takes in
         d_model = next((n for n, v in probes.items() if any(
             isinstance(m, nn.Linear) and m.in_features == v for m in parts)), None)
@@ -287,18 +288,16 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
                                                             for t in kept)), None)
     fed_width = any(source == "d_model" for name, source in plan.items() if name not in probes)
     if d_model is None and not fed_width:  # Linear(a, b) then Linear(b, a): the first one takes in d_model
-        linears = [m for m in parts if isinstance(m, nn.Linear)]
-        first = next((m for m in linears if m.in_features in probes.values() and any(
-            o.in_features == m.out_features and o.out_features == m.in_features for o in linears)), None)
-        d_model = next((n for n, v in probes.items() if first is not None and v == first.in_features), None)
+        first = next((widths for _, widths in maps if widths[0] in probes.values()
+                      and widths[::-1] in [w for _, w in maps]), None)
+        d_model = next((n for n, v in probes.items() if first is not None and v == first[0]), None)
     model_width = probes.get(d_model, PROBE.d_model)
     d_ff_given = "d_ff" in UNUSED_SIZES.get(role, ()) or "d_ff" in plan.values()
     for name, value in probes.items():
         lists = [m for m in parts if isinstance(m, nn.ModuleList) and len(m) == value]
         rows = [m for m in parts if isinstance(m, nn.Embedding) and m.num_embeddings == value]
         positions = [t for t in kept if t.dim() >= 2 and t.shape[-2] == value]
-        inner = [m for m in parts if isinstance(m, nn.Linear)
-                 and {m.in_features, m.out_features} == {model_width, value}]
+        inner = [m for m, widths in maps if set(widths) == {model_width, value}]
         n = normalize(name)
         if name == d_model:
             learned[name] = "d_model"
@@ -328,6 +327,16 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
             raise LookupError(f"cannot tell what constructor argument {name!r} of {name_of} is (built with "
                               f"{name}={value}, no weight took that size)")
     return learned
+
+
+def position_wise_widths(module):
+    """``(in, out)`` widths of a map applied at each position alike: an ``nn.Linear``, or a convolution of kernel
+    size 1 (§3.3: "two convolutions with kernel size 1"); None for any other module."""
+    if isinstance(module, nn.Linear):
+        return module.in_features, module.out_features
+    if isinstance(module, nn.Conv1d) and tuple(module.kernel_size) == (1,):
+        return module.in_channels, module.out_channels
+    return None
 
 
 def tables(module):

@@ -208,6 +208,41 @@ def test_a_defaulted_inner_width_beside_a_fed_width_is_d_ff(tmp_path):
     assert plan == {"hidden_size": "d_model", "filter_size": "d_ff"}
 
 
+CONVOLUTIONS = '''
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class PositionwiseFeedForward(nn.Module):
+    """Eq. (2) as "two convolutions with kernel size 1" (section 3.3), over (batch, channels, length)."""
+
+    def __init__(self, hid, inner, dropout):
+        super().__init__()
+        self.widen, self.narrow = nn.Conv1d(hid, inner, 1), nn.Conv1d(inner, hid, 1)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.narrow(self.drop(F.relu(self.widen(x.transpose(1, 2))))).transpose(1, 2)
+'''
+
+
+def test_a_feed_forward_of_kernel_one_convolutions_reads_its_widths_and_is_checked(tmp_path):
+    """Widths named for nothing (``hid``, ``inner``) read from kernel-1 convolutions as from linear maps: the network
+    is checked, and an activation left out is still named."""
+    path = tmp_path / "conv_ffn.py"
+    path.write_text(CONVOLUTIONS)
+    plan = constructor_plan(vars(load_code(path).module)["PositionwiseFeedForward"], "feed_forward", {})
+    assert (plan["hid"], plan["inner"]) == ("d_model", "d_ff"), plan
+    code, output, report = run_suite(f"--impl={path}", "-m", "feed_forward", tmp_path=tmp_path)
+    ffn = [c for c in report["checks"] if c["component"] == "feed_forward"]
+    assert sum(c["verdict"] == "pass" for c in ffn) >= 8 and not [c for c in ffn if c["verdict"] in ("fail", "error")], \
+        output
+    linear = tmp_path / "conv_ffn_linear.py"
+    linear.write_text(CONVOLUTIONS.replace("F.relu(self.widen(", "(self.widen("))
+    code, output, report = run_suite(f"--impl={linear}", "-m", "feed_forward", tmp_path=tmp_path)
+    assert "feed_forward.relu_missing" in {c["cause"] for c in report["checks"] if c["verdict"] == "fail"}, output
+
+
 def test_a_count_of_layers_is_n_not_a_list_of_them(widths):
     plan = constructor_plan(widths["Translator"], "model", {})
     assert (plan["layers"], plan["width"], plan["inner"], plan["heads"]) == ("N", "d_model", "d_ff", "h"), plan
