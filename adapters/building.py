@@ -215,11 +215,13 @@ def build_from_plan(binding, cfg, bindings, depth=0, convention="keep"):
             inner = bindings.get(stack_layer_role(binding.role))
             if inner is not None:
                 for name, inner_source in inner.constructor.items():
-                    if not inner_source.startswith("role:") and inner_source != "layers" and name != "**":
+                    if not inner_source.startswith(("role:", "class:")) and inner_source != "layers" and name != "**":
                         kwargs[name] = canonical_value(inner_source, cfg, inner.role)
         elif source.startswith("role:"):
             sub_cfg = dataclasses.replace(cfg, vocab_size=vocabularies[argument]) if argument in vocabularies else cfg
             kwargs[argument] = build_sub_block(bindings[source[5:]], sub_cfg, bindings, depth + 1, convention)
+        elif source.startswith("class:"):  # a class the block builds itself (``self_attention(hid_dim, ...)``)
+            kwargs[argument] = bindings[source[6:]].target
         elif source == "config":
             kwargs[argument] = config_fields.classes[(binding.target, argument)]()  # its fields are set below
         elif "." in argument:

@@ -90,7 +90,9 @@ def constructor_plan(target, role, bindings):
         elif sub == "layers":
             plan[p.name] = "layers"
         elif sub and sub in bindings and sub != role:
-            plan[p.name] = f"role:{sub}"
+            builds_it = inspect.isclass(bindings[sub].target) and bindings[sub].part_of is None \
+                and calls_argument(target, p.name)
+            plan[p.name] = f"class:{sub}" if builds_it else f"role:{sub}"
         elif p.default is not p.empty:
             if role in ("encoder", "decoder", "model") and type(p.default) is int:
                 counts.append(p.name)
@@ -140,6 +142,17 @@ def is_a_count(target, parameter):
         return False
     return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
                and any(isinstance(a, ast.Name) and a.id == parameter.name for a in node.args)
+               for node in ast.walk(tree))
+
+
+def calls_argument(target, name):
+    """Whether ``target``'s constructor calls its argument ``name`` (``self.sa = self_attention(hid_dim, ...)``): it
+    takes a class, and builds the block itself with sizes of its own choosing."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(target.__init__)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
                for node in ast.walk(tree))
 
 
@@ -355,7 +368,7 @@ def hyperparameters_fed(binding, bindings, depth=0):
         return hyperparameters_fed(binding.part_of[0], bindings, depth + 1) if binding.part_of[1] else set()
     fed = set()
     for source in binding.constructor.values():
-        inner = (bindings.get(source[5:]) if source.startswith("role:")
+        inner = (bindings.get(source.split(":", 1)[1]) if source.startswith(("role:", "class:"))
                  else bindings.get(stack_layer_role(binding.role) or "") if source in ("layers",) or "kwargs of" in source
                  else None)
         if inner is not None and inner is not binding and depth < 4:

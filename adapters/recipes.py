@@ -41,6 +41,8 @@ def construction(binding, bindings, depth=0):
     for argument, source in binding.constructor.items():
         if argument == "**" or "." in argument or source == "config":
             raise NotExpressible(f"{binding.name} takes a configuration object")
+        if source.startswith("class:"):
+            raise NotExpressible(f"{binding.name} takes the class of a block it builds itself")
         if source.startswith("role:"):
             source = construction(bindings[source[5:]], bindings, depth + 1)
         elif source == "layers":
