@@ -51,7 +51,7 @@ def test_a_stage_imports_nothing_above_it(module):
 
 
 SHARED = ["adapters.names", "adapters.masks", "adapters.lint", "adapters.alignment", "adapters.multipliers",
-          "adapters.projections", "adapters.torch_nn"]
+          "adapters.module_copies", "adapters.projections", "adapters.torch_nn"]
 """Helpers every stage may use: the vocabulary of names, mask conventions, code reading, small readings of blocks."""
 STAGES = ["adapters.cells", "adapters.cell_failures", "adapters.loading", "adapters.observe", "adapters.call_plans",
           "adapters.building", "adapters.construction", "adapters.recipes", "adapters.candidates", "adapters.wrapping",
