@@ -168,12 +168,28 @@ def _read_fields_of(target, parameter):
     return dict.fromkeys(fields, inspect.Parameter.empty)
 
 
+def source_tree(function):
+    """The parsed source of ``function`` (a constructor, a factory), read and parsed once a function: discovery asks
+    for a constructor's again for each of its arguments; None where it has none to read."""
+    try:
+        return _parsed_source(function)
+    except TypeError:  # an unhashable callable (no function: inspect reads no source of it either)
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed_source(function):
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (TypeError, OSError, SyntaxError, ValueError):
+        return None
+
+
 def fields_read(target, name):
     """The attributes ``target``'s constructor (or ``target``, a factory function) reads from its argument ``name``
     (``cfg.d_model``), in order, when that is all it does with it (not passed on, stored or called); else ``[]``."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(target.__init__ if inspect.isclass(target) else target)))
-    except (TypeError, OSError, SyntaxError, ValueError):
+    tree = source_tree(target.__init__ if inspect.isclass(target) else target)
+    if tree is None:
         return []
     function = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) \
         else None

@@ -21,9 +21,10 @@ import torch.nn as nn
 
 from adapters import multipliers
 from adapters.building import (AUTHORS_OWN, KEPT, PROBE, Binding, build_from_plan, config_fields, probe_build,
-                               stack_layer_role)
+                               source_tree, stack_layer_role)
 from adapters.call_plans import name_words
 from adapters.names import FUTURE_WORDS, NORMALIZED_SUBMODULE_NAMES, argument_role, normalize
+from conformance.contract.probes import is_kernel_one_convolution
 
 
 def submodule_role(parameter, bindings, role):
@@ -136,24 +137,18 @@ def is_a_count(target, parameter):
     constructor (``for _ in range(layers)``)."""
     if type(parameter.default) is int:
         return True
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(target.__init__)))
-    except (OSError, TypeError, SyntaxError):
-        return False
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
-               and any(isinstance(a, ast.Name) and a.id == parameter.name for a in node.args)
-               for node in ast.walk(tree))
+    tree = source_tree(target.__init__)
+    return tree is not None and any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
+        and any(isinstance(a, ast.Name) and a.id == parameter.name for a in node.args) for node in ast.walk(tree))
 
 
 def calls_argument(target, name):
     """Whether ``target``'s constructor calls its argument ``name`` (``self.sa = self_attention(hid_dim, ...)``): it
     takes a class, and builds the block itself with sizes of its own choosing."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(target.__init__)))
-    except (OSError, TypeError, SyntaxError):
-        return False
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
-               for node in ast.walk(tree))
+    tree = source_tree(target.__init__)
+    return tree is not None and any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                                    and node.func.id == name for node in ast.walk(tree))
 
 
 def layer_counts(target, role, plan, names, bindings):
@@ -344,10 +339,10 @@ def learn_arguments(target, role, plan, unknown, bindings, optional=()):
 
 def position_wise_widths(module):
     """``(in, out)`` widths of a map applied at each position alike: an ``nn.Linear``, or a convolution of kernel
-    size 1 (§3.3: "two convolutions with kernel size 1"); None for any other module."""
+    size 1 (:func:`conformance.contract.probes.is_kernel_one_convolution`); None for any other module."""
     if isinstance(module, nn.Linear):
         return module.in_features, module.out_features
-    if isinstance(module, nn.Conv1d) and tuple(module.kernel_size) == (1,):
+    if is_kernel_one_convolution(module):
         return module.in_channels, module.out_channels
     return None
 

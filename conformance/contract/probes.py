@@ -9,7 +9,8 @@ function mode, for watching a whole model's forward pass cheaply.
 :func:`set_identity_projections` turns a multi-head attention's projections into identities so that the
 per-head queries and keys are known slices of the inputs.
 :func:`dropout_control` puts every dropout under the checker's control: each one drops everything or nothing.
-:func:`ignores_input_scale` tells a normalization by what it does, whatever its class is called.
+:func:`ignores_input_scale` tells a normalization by what it does, whatever its class is called, and
+:func:`is_kernel_one_convolution` a convolution that is a position-wise linear map.
 """
 import contextlib
 import math
@@ -257,3 +258,9 @@ def ignores_input_scale(module, x):
     finally:
         for m, training in modes:
             m.training = training
+
+
+def is_kernel_one_convolution(module):
+    """Whether ``module`` is a convolution of kernel size 1 over a sequence: a linear map applied at each position
+    alike (§3.3, "two convolutions with kernel size 1")."""
+    return isinstance(module, torch.nn.Conv1d) and tuple(module.kernel_size) == (1,)

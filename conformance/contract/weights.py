@@ -15,7 +15,7 @@ import re
 import torch
 import torch.nn as nn
 
-from conformance.contract.probes import ignores_input_scale
+from conformance.contract.probes import ignores_input_scale, is_kernel_one_convolution
 
 
 NORM_TYPES = tuple(t for t in (nn.LayerNorm, getattr(nn, "RMSNorm", None)) if t is not None)
@@ -183,10 +183,10 @@ def map_reference_weights(candidate, reference):
 
 
 def kernel_one_matrices(module):
-    """``{id(weight): its (out, in) view}`` for each convolution of kernel size 1 in ``module``: a linear map applied
-    at each position alike (§3.3, "two convolutions with kernel size 1"), filled as the reference's matrix is."""
+    """``{id(weight): its (out, in) view}`` for each ungrouped convolution of kernel size 1 in ``module``, filled as
+    the reference's matrix is."""
     return {id(m.weight): m.weight.view(m.out_channels, m.in_channels) for m in module.modules()
-            if isinstance(m, nn.Conv1d) and tuple(m.kernel_size) == (1,) and m.groups == 1}
+            if is_kernel_one_convolution(m) and m.groups == 1}
 
 
 def pinned_by_shapes(candidate, reference):
