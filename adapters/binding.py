@@ -460,10 +460,11 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                 roles["padding_mask"] = role_builder(helper, bindings, convention)
     helper = next((r for r in ("subsequent_mask", "padding_mask") if r in bindings), None)
     inferred = infer_convention(bindings[helper].target, helper) if helper else None
+    said_by_helper = bool(inferred) and ("convention" not in masks or masks.get("read_from") == helper)
     if helper and "convention" not in masks:  # the subsequent-mask helper's word first, else the padding helper's
         if inferred and inferred != base_convention(convention):  # (a shape of its masks stays as found)
-            return bind_roles(namespace, module_name, {**overrides, "masks": {**masks, "convention": inferred}},
-                              modules, prefer, observed)
+            return bind_roles(namespace, module_name, {**overrides, "masks": {
+                **masks, "convention": inferred, "read_from": helper}}, modules, prefer, observed)
     if helper is None and "convention" not in masks and "multi_head_attention" in bindings \
             and hides_a_masked_key(Implementation(module_name, roles)) is False:  # no helper: read by behaviour
         other = bind_roles(namespace, module_name, {**overrides, "masks": {**masks, "convention": "blocked"}},
@@ -499,6 +500,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         if flag and causal_by_default(binding.target, flag):
             binding.notes.append(f"(built with {flag}=False, as its author's code builds it too; with its default, "
                                  f"{flag}=True, where a check asks for its causal build)")
+    if masks.get("told") == "by the attention":
+        helpers_in_their_own_convention(bindings, roles, convention)
     found = Discovery(roles, bindings, convention, notes, grafts,
                       {role for role, binding in bindings.items() if not binding.works}, unbuilt)
     if found.unusable > found.embedding_token_ids and not {"head_axis", "key_vectors"} & set(masks):
@@ -508,7 +511,52 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
                 **masks, **told, shape: True}}, modules, prefer, observed)
             if other.working > found.working:
                 found = other
+    if said_by_helper and "multi_head_attention" in found.bindings \
+            and base_convention(found.bindings["multi_head_attention"].masks or found.convention) == base_convention(
+                found.convention) and hides_a_masked_key(Implementation(module_name, found.roles)) is False:
+        # (an attention given masks of another polarity, as the author's own model gives them: that evidence holds)
+        return the_attentions_word(found, helper, namespace, module_name, overrides, modules, prefer, observed)
     return found
+
+
+def the_attentions_word(found, helper, namespace, module_name, overrides, modules, prefer, observed):
+    """Discovery with the masks read the way the multi-head attention reads them, where the code's mask helper says
+    another convention than the one under which the attention hides a padded key (§3.2.3) and shows a real one: the
+    helper's masks may never reach the blocks (a helper nothing calls, a torch-style helper beside an attention of
+    the author's), and the blocks are checked as they take masks; each helper's own masks are read in their own
+    convention (:func:`helpers_in_their_own_convention`). ``found`` where no other convention does so."""
+    shape = {"head_axis": found.convention.endswith(HEAD_AXIS), "key_vectors": found.convention.endswith(KEY_VECTORS)}
+    told = {k: v for k, v in overrides.get("masks", {}).items() if k != "read_from"}
+
+    def hides(convention, **shaped):
+        masks = {**told, **{k: v for k, v in shaped.items() if v}, "convention": convention, "told": "by the attention"}
+        again = bind_roles(namespace, module_name, {**overrides, "masks": masks}, modules, prefer, observed)
+        shown = "multi_head_attention" in again.bindings and hides_padded_keys(
+            Implementation(module_name, again.roles), "multi_head_attention") == 1
+        return again if shown else None
+    if not any(shape.values()) and hides(base_convention(found.convention), head_axis=True):
+        return found  # (the helper's word holds for masks with a head axis: their shape is the question)
+    for other in ("keep", "blocked", "additive"):
+        if other == base_convention(found.convention):
+            continue
+        again = hides(other, **shape)
+        if again is not None:
+            again.notes.append(f"masks: read as {describe_convention(again.convention)}, the way the attention hides a "
+                               f"padded key; the {helper} helper's masks ({describe_convention(found.convention)}) "
+                               "are read in their own convention, for its own checks")
+            return again
+    return found
+
+
+def helpers_in_their_own_convention(bindings, roles, convention):
+    """Each mask helper's masks read in the convention its output shows (:func:`infer_convention`), where the
+    blocks take masks in another (:func:`the_attentions_word`)."""
+    for role in ("subsequent_mask", "padding_mask"):
+        binding = bindings.get(role)
+        own = infer_convention(binding.target, role) if binding is not None else None
+        if own and own != base_convention(convention):
+            binding.masks = own + (binding.masks or convention)[len(base_convention(binding.masks or convention)):]
+            roles[role] = role_builder(binding, bindings, convention)
 
 
 def masks_as_the_author_passes_them(binding, observed):
