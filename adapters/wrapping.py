@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import functools
 import inspect
+import itertools
 
 import torch
 import torch.nn as nn
@@ -23,7 +24,7 @@ from adapters.call_plans import (LENGTH, SEQUENCE_FIRST, UNBATCHED, adapt_argume
                                  returns_table, setup_call, stacked)
 from adapters.construction import causal_by_default, causal_flag, constructed_with, hyperparameters_fed
 from adapters.lint import self_attributes
-from adapters.masks import FULL_SHAPE, KEY_VECTORS, LENGTHS, from_convention, full_masks, torch_part
+from adapters.masks import FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, from_convention, full_masks, torch_part
 from adapters.names import CANONICAL_CALLS, normalize
 from conformance.contract.harness import PAD
 from conformance.contract.interface import FUNCTION_ROLES, Config
@@ -196,7 +197,32 @@ class AdaptedModel(Transparent):
             return None
         other = copy.copy(self)
         other.forward_arguments = None
+        if not (self.convention or "keep").endswith((HEAD_AXIS, KEY_VECTORS, FULL_SHAPE)) and not other.runs() \
+                and copy.copy(other).given_a_head_axis().runs():
+            other.given_a_head_axis()  # (as its author's own decoding gives them, forward adding it itself)
         return other
+
+    def given_a_head_axis(self):
+        """This model with its masks given a head axis, (batch, 1, Lq|1, Lk)."""
+        self.convention = (self.convention or "keep") + HEAD_AXIS
+        return self
+
+    def runs(self):
+        """Whether a call of two samples, 5 source and 4 target positions (the last source position padded)
+        returns, the random state left as it was."""
+        device = next(itertools.chain(self.inner.parameters(), self.inner.buffers()), torch.empty(0)).device
+        state, src_mask = random_state(device), torch.ones(2, 1, 5, dtype=torch.bool, device=device)
+        src_mask[:, :, -1] = False
+        tgt_mask = torch.tril(torch.ones(1, 4, 4, dtype=torch.bool, device=device)).expand(2, -1, -1)
+        try:
+            with torch.no_grad():
+                self(torch.randint(1, 7, (2, 5), device=device), torch.randint(1, 7, (2, 4), device=device),
+                     src_mask, tgt_mask)
+            return True
+        except Exception:  # (the author's code, called with masks of a shape it does not take)
+            return False
+        finally:
+            random_state(device, state)
 
     def forward(self, src, tgt, src_mask, tgt_mask):
         """The call as planned; where the first call finds that the model's own forward does not give the decoder
