@@ -40,7 +40,7 @@ from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOT
 from adapters.building import PAPER_WIDTHS, PROBE, Binding, build_error, builds_by_name, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
                                  in_torch_style, plan_arguments, positions_of, returns_table)
-from adapters.candidates import ROLE_ORDER, candidates, ranked, used_in_the_code, without_dead_code
+from adapters.candidates import ROLE_ORDER, candidates, live_modules, ranked, used_in_the_code, without_dead_code
 from adapters.construction import (builds_a_module, causal_by_default, causal_flag, constructor_plan,
                                    hyperparameters_fed, remembering_what_is_learned)
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_convention, infer_convention
@@ -249,8 +249,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         completed = getattr(observed, "completed", None)  # the author's model, as the author's own run showed
         options = [(1.0, forced, namespace[forced])] if forced in namespace else ranked(role, found, taken, prefer,
                                                                                        completed)
-        if role != "model" and not forced:  # (every model is the top of its tree: nothing uses it)
-            kept = without_dead_code(options, used)
+        if not forced and (role != "model" or live_modules(module_name, frozenset(modules)) is not None):
+            kept = without_dead_code(options, used, role == "model")  # (a model tops its tree: its module says)
             dropped = [name for _, name, _ in options if name not in {n for _, n, _ in kept}]
             if dropped:
                 notes.append(f"{role}: left aside {', '.join(dropped)}: nothing in the code uses it, while the code "

@@ -9,9 +9,12 @@ import contextlib
 import functools
 import inspect
 import io
+import itertools
+import os
 import re
 import sys
 import textwrap
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -158,18 +161,67 @@ def blocks_repeated_in(cls, names):
 
 
 def used_in_the_code(found, main, modules):
-    """The names of the candidates the code uses: those defined in the loaded module ``main`` (whose own top-level
-    code may build them), those another of the submission's ``modules`` imports, and those another candidate names in
-    its source (a block building it, a function making the model, a subclass); None when no source can be read
+    """The names of the candidates the code uses: those of its live modules (:func:`live_modules`) and those another
+    of the submission's ``modules`` imports, then every candidate one of those names in its source (a block building
+    it, a function making the model, a subclass), and so on: what only a dead module names is dead too. Where
+    nothing says which modules are live, every candidate another names counts. None when no source can be read
     (nothing then says what is dead code)."""
     names = {id(obj): name for name, obj in found.items()}
-    named = [names_in_source(obj, names) for obj in found.values()]
-    if all(n is None for n in named):
+    named = {name: names_in_source(obj, names) for name, obj in found.items()}
+    if all(n is None for n in named.values()):
         return None
     imported = {id(value) for m in modules - {main} if m in sys.modules for value in vars(sys.modules[m]).values()
                 if getattr(value, "__module__", m) != m}
-    return set().union(*[n for n in named if n]) | {
-        name for name, obj in found.items() if getattr(obj, "__module__", None) == main or id(obj) in imported}
+    live = live_modules(main, frozenset(modules))
+    used = {name for name, obj in found.items() if getattr(obj, "__module__", None) in (live or {main})
+            or id(obj) in imported}
+    if live is None:
+        return used.union(*[n for n in named.values() if n])
+    reached = list(used)
+    while reached:
+        for name in named.get(reached.pop()) or ():
+            if name not in used:
+                used.add(name)
+                reached.append(name)
+    return used
+
+
+@functools.lru_cache(maxsize=64)
+def live_modules(main, modules):
+    """The submission's ``modules`` that its code runs: the one loaded (``main``), those another of its files imports
+    (a training script that cannot run here included: ``from transformer_model import build_transformer``), and the
+    scripts (a ``__main__`` block, or imports of the others). None where no file imports another: then nothing says
+    that a module is dead (an old copy kept in a folder of its own, which nothing imports)."""
+    files = {m: getattr(sys.modules.get(m), "__file__", None) for m in modules - {main}}
+    files = {m: os.path.realpath(f) for m, f in files.items() if isinstance(f, str) and os.path.isabs(f)}
+    if not files:
+        return None
+    root = Path(os.path.commonpath([os.path.dirname(f) for f in files.values()]))
+    stems = {m.rsplit(".", 1)[-1] for m in files}
+    named, scripts = set(), set()  # (a module's last dotted part, the file naming it); files that are scripts
+    for path in itertools.islice(sorted(p for p in root.rglob("*") if p.suffix in (".py", ".ipynb")), FILES_READ):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        said = set()
+        for source, names, plain in IMPORT_LINE.findall(text):
+            words = [source, *(f"{source}.{n}" for n in names.split(","))] if source else plain.split(",")
+            said |= {w.split(" as ")[0].strip().rsplit(".", 1)[-1] for w in words}
+        named |= {(w, os.path.realpath(path)) for w in said & stems}
+        if MAIN_BLOCK.search(text) or said & stems:
+            scripts.add(os.path.realpath(path))
+    if not named:
+        return None
+    return {main} | {m for m, f in files.items()
+                     if f in scripts or any(w == m.rsplit(".", 1)[-1] and where != f for w, where in named)}
+
+
+IMPORT_LINE = re.compile(r'^[\s"]*(?:from\s+(\.*[\w.]*)\s+import\s+([\w., ]+)|import\s+([\w., ]+))', re.M)
+"""An import statement at the start of a line of a .py file, or of a line of a notebook's JSON ("from x import y")."""
+MAIN_BLOCK = re.compile(r'^if\s+__name__\s*==\s*[\'"]__main__[\'"]', re.M)
+FILES_READ = 400
+"""The most files of a project read for its imports."""
 
 
 def names_in_source(obj, names):
@@ -199,15 +251,17 @@ def resolved(node, scope):
     return None
 
 
-def without_dead_code(options, used):
+def without_dead_code(options, used, functions=False):
     """``options`` (ranked candidates of a role) less the classes nothing in the code uses (``used``, from
     :func:`used_in_the_code`) where a class it uses is named at least as well for the role: a class nothing uses
-    loses to one that is used (an old version kept beside the one the model builds)."""
+    loses to one that is used (an old version kept beside the one the model builds); functions too with
+    ``functions`` (a model's factory in a dead module)."""
     if used is None:
         return options
-    scores = [score for score, name, obj in options if inspect.isclass(obj) and name in used]
+    counted = (lambda obj: True) if functions else inspect.isclass
+    scores = [score for score, name, obj in options if counted(obj) and name in used]
     return [(score, name, obj) for score, name, obj in options
-            if not inspect.isclass(obj) or name in used or not any(s >= score for s in scores)]
+            if not counted(obj) or name in used or not any(s >= score for s in scores)]
 
 
 WORD_SCORE = 0.8

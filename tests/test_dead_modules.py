@@ -1,0 +1,49 @@
+"""An old copy of the model kept in a folder that nothing imports, beside the module the author's scripts import
+(round 12 of public code, 2026-11-27): the checker reads the live module and leaves the dead copy aside, whatever its
+faults; a fault of the live module is still found."""
+from pathlib import Path
+
+from tests.suite import run_suite
+
+REFERENCE = (Path(__file__).resolve().parents[1] / "reference" / "transformer.py").read_text()
+STUDENT = REFERENCE.split("\nCONFORMANCE_ROLES = {")[0]
+SCALED = "scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)"
+UNSCALED = STUDENT.replace(SCALED, "scores = query @ key.transpose(-2, -1)")
+TRAIN = '''import torch
+
+from model import Transformer, padding_mask, subsequent_mask
+
+if __name__ == "__main__":
+    model = Transformer(11, 11, N=2, d_model=16, d_ff=32, h=2)
+    src, tgt = torch.randint(1, 11, (2, 5)), torch.randint(1, 11, (2, 4))
+    print(model(src, tgt, padding_mask(src, 0), subsequent_mask(4)).shape)
+'''
+
+
+def project(tmp_path, live, dead):
+    folder = tmp_path / "translation"
+    (folder / "old").mkdir(parents=True)
+    (folder / "model.py").write_text(live)
+    (folder / "old" / "model_v0.py").write_text(dead)
+    (folder / "train.py").write_text(TRAIN)
+    return folder
+
+
+def scaling(report):
+    return {(c["component"], c["verdict"], c["cause"]) for c in report["checks"]
+            if c["check"] in ("scores_scaled_by_inverse_sqrt_d_k", "every_attention_is_scaled_by_inverse_sqrt_d_k")}
+
+
+def test_an_old_copy_nothing_imports_is_left_aside(tmp_path):
+    assert UNSCALED != STUDENT
+    code, output, report = run_suite(f"--impl={project(tmp_path, STUDENT, UNSCALED)}", "-k", "scaled", "-p",
+                                     "no:xdist", tmp_path=tmp_path)
+    assert not [c for c in report["checks"] if c["verdict"] in ("fail", "error")], output
+    assert {v for _, v, _ in scaling(report)} == {"pass"}, output
+    assert any(n.startswith("model: left aside") for n in report["notes"]), report["notes"]
+
+
+def test_the_fault_of_the_module_the_scripts_import_is_found(tmp_path):
+    code, output, report = run_suite(f"--impl={project(tmp_path, UNSCALED, STUDENT)}", "-k", "scaled", "-p",
+                                     "no:xdist", tmp_path=tmp_path)
+    assert ("attention", "fail", "attention.scale.unscaled") in scaling(report), output
