@@ -151,13 +151,26 @@ def blocks_repeated_in(cls, names):
     scope = vars(module) if module is not None else {}
     repeated = set()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.For)) \
-                or (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+        if (isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.For))
+                or (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult))) and not sub_layers_count(node):
             for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
                 target = resolved(call.func, scope)
                 if id(target) in names and target is not cls:
                     repeated.add(names[id(target)])
     return repeated
+
+
+def sub_layers_count(node):
+    """Whether the repetition ``node`` (a comprehension, a loop, a list multiplied) runs a literal two or three
+    times: the residual connections of a layer's two or three sub-layers (§3.1, ``[ResidualConnection(p) for _ in
+    range(2)]``), not the N layers of a stack."""
+    if isinstance(node, ast.BinOp):
+        counts = [side for side in (node.left, node.right) if isinstance(side, ast.Constant)]
+    else:
+        iters = [node.iter] if isinstance(node, ast.For) else [g.iter for g in node.generators]
+        counts = [i.args[-1] for i in iters if isinstance(i, ast.Call) and isinstance(i.func, ast.Name)
+                  and i.func.id == "range" and len(i.args) == 1 and isinstance(i.args[0], ast.Constant)]
+    return bool(counts) and all(c.value in (2, 3) for c in counts)
 
 
 def used_in_the_code(found, main, modules):

@@ -419,3 +419,48 @@ def test_a_core_named_transformer_inside_the_authors_model_is_not_the_model(tmp_
     path.write_text(CORE_INSIDE_THE_MODEL)
     notes = load_implementation(str(path)).notes
     assert any(note.startswith("model: Seq2SeqModel") for note in notes), notes
+
+
+LAYERS_REPEATING_THEIR_RESIDUALS = textwrap.dedent('''
+    import torch.nn as nn
+
+
+    class ResidualConnection(nn.Module):
+        pass
+
+
+    class EncoderStack(nn.Module):  # one layer, named a stack: two residual connections, built in a comprehension
+        def __init__(self):
+            super().__init__()
+            self.residuals = nn.ModuleList([ResidualConnection() for _ in range(2)])
+
+
+    class DecoderStack(nn.Module):  # one layer: three residual connections
+        def __init__(self):
+            super().__init__()
+            self.residuals = nn.ModuleList([ResidualConnection()] * 3)
+
+
+    class Encoder(nn.Module):  # the stack: N layers
+        def __init__(self, num_stacks):
+            super().__init__()
+            blocks = []
+            for _ in range(num_stacks):
+                blocks.append(EncoderStack())
+            self.blocks = nn.ModuleList(blocks)
+
+
+    class Decoder(nn.Module):
+        def __init__(self, num_stacks):
+            super().__init__()
+            self.blocks = nn.ModuleList(DecoderStack() for _ in range(num_stacks))
+''')
+
+
+def test_a_layer_repeating_its_two_or_three_residual_connections_is_still_one_layer(tmp_path):
+    """§3.1: each layer has two (encoder) or three (decoder) sub-layers, each in a residual connection; a block
+    built a literal two or three times is a layer's sub-layer, not the N layers of a stack."""
+    (tmp_path / "residuals.py").write_text(LAYERS_REPEATING_THEIR_RESIDUALS)
+    loaded = load_code(tmp_path / "residuals.py")
+    found = {name: obj for name, obj in vars(loaded.module).items() if isinstance(obj, type)}
+    assert single_layers(found) == {"EncoderStack", "DecoderStack"}
