@@ -389,6 +389,8 @@ def parts_of_other_roles(m, component, case):
         projections = [l for name, l in m.named_modules() if isinstance(l, torch.nn.Linear)
                        and l.in_features == cfg.d_model and l.out_features in vocabularies
                        and not any(inside(name, prefix) for prefix in inside_layers)]
+        if len(projections) > 1:  # (a vocabulary drawn as large as d_model: the attention maps have that shape too)
+            projections = [l for l in projections if l.out_features != cfg.d_model]
         if projections:
             parts.append(("the output projection (§3.4)", count(projections)))
     if component in ("feed_forward", "multi_head_attention"):
