@@ -393,16 +393,26 @@ class MissingPackage(ImportError):
 
 class _Placeholder(type):
     """The metaclass of what a placeholder module hands out: a class that can be subclassed or passed around, and
-    raises :class:`MissingPackage` when called or instantiated; its attributes are placeholders too."""
+    raises :class:`MissingPackage` when called or instantiated; its attributes are placeholders too. A class of the
+    code's own that takes one among other, real bases (a mixin: ``class Transformer(nn.Module,
+    PyTorchModelHubMixin)``) is an ordinary class: it is built, and its missing attributes are missing."""
 
     def __getattr__(cls, name):
-        if name.startswith("__"):
+        if name.startswith("__") or _mixes_one_in(cls):
             raise AttributeError(name)
         return _placeholder(f"{cls.__qualname__}.{name}", cls.package)
 
     def __call__(cls, *args, **kwargs):
+        if _mixes_one_in(cls):
+            return super().__call__(*args, **kwargs)
         raise MissingPackage(f"{cls.__qualname__} comes from {cls.package}, which is not installed here",
                              name=cls.package)
+
+
+def _mixes_one_in(cls) -> bool:
+    """Whether ``cls`` is a class of the code's own with a real base besides the placeholders among its bases."""
+    return "package" not in vars(cls) and any(not isinstance(base, _Placeholder) and base is not object
+                                              for base in cls.__mro__[1:])
 
 
 def _placeholder(qualname: str, package: str) -> type:

@@ -162,6 +162,9 @@ def argument_role(name):
     for canonical, names in NORMALIZED_ARGUMENT_NAMES.items():
         if n in names:
             return canonical
+    counted = re.sub(r"^(num|n|number_of)_(.{3,}?)s?$", r"\2", name.lower())  # ``num_model_dims``: a model dim
+    if counted != name.lower():
+        return argument_role(counted)
     side, _, rest = name.lower().partition("_")
     if side not in SIDES + SUMS:  # or a suffix: ``d_model_encoder``
         rest, _, side = name.lower().rpartition("_")

@@ -24,6 +24,7 @@ before it builds one (``conformance.contract.interface.set_size_globals``), rath
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import dis
 import inspect
@@ -40,6 +41,7 @@ import torch.nn as nn
 
 from adapters import cells, loading
 from adapters.names import argument_role
+from conformance.contract.interface import DERIVED_GLOBALS
 
 BUDGET = 20.0
 """Seconds all the author's entry points together may run while observed."""
@@ -313,6 +315,48 @@ def size_knobs(namespace, modules, module_classes):
     read = {(id(values), name) for cls in module_classes for values, name in globals_read(cls)}
     return [(values, name, field) for values, name, field in knobs
             if (id(values), name) in read and field != "dropout"]
+
+
+def derived_globals(knobs, modules):
+    """Record, for each module holding size knobs, the top-level assignments that compute a number or a scalar tensor
+    from them with library functions only (``embedding_multiplier = torch.sqrt(torch.tensor(num_model_dims))``,
+    ``D_K = D_MODEL // N_HEADS``), in order (``conformance.contract.interface.DERIVED_GLOBALS``): the checker sets
+    the knobs, and these follow as they did when the author's sizes were set."""
+    own = {id(vars(sys.modules[m])) for m in modules if m in sys.modules}
+    for values in {id(values): values for values, _, _ in knobs}.values():
+        path = values.get("__file__")
+        try:
+            tree = ast.parse(Path(path).read_text())
+        except (OSError, TypeError, ValueError, SyntaxError):
+            continue
+        sizes, codes = {name for v, name, _ in knobs if v is values}, []
+        for node in tree.body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                continue
+            read = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            value = values.get(node.targets[0].id)
+            if read & sizes and node.targets[0].id not in sizes and library_calls_only(node.value, values, own) \
+                    and (type(value) in (int, float) or isinstance(value, torch.Tensor) and value.dim() == 0):
+                codes.append(compile(ast.Module([node], []), path, "exec"))
+                sizes.add(node.targets[0].id)
+        if codes:
+            DERIVED_GLOBALS[id(values)] = codes
+
+
+def library_calls_only(expression, values, own):
+    """Whether every call in ``expression`` is of a builtin or of a library (``torch.sqrt``, ``math.sqrt``), none of
+    the submission's own code (``own``: ids of its modules' dicts), resolved in the module dict ``values``."""
+    for call in (n for n in ast.walk(expression) if isinstance(n, ast.Call)):
+        target = call.func
+        while isinstance(target, ast.Attribute):
+            target = target.value
+        if not isinstance(target, ast.Name):
+            return False
+        origin = values.get(target.id, getattr(builtins, target.id, None))
+        module = sys.modules.get(getattr(origin, "__module__", None) or getattr(origin, "__name__", ""))
+        if origin is None or module is not None and id(vars(module)) in own:
+            return False
+    return True
 
 
 def constructor_parameters(cls):

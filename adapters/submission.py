@@ -20,7 +20,7 @@ from adapters.cells import code_of
 from adapters.in_place import reading_note
 from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
-from adapters.observe import describe_knobs, observe, size_knobs, with_pad_index
+from adapters.observe import derived_globals, describe_knobs, observe, size_knobs, with_pad_index
 from adapters.repairs import repaired_namespace
 from conformance.contract.interface import Implementation, set_size_globals
 from conformance.contract.verdicts import Unusable
@@ -104,6 +104,7 @@ def load_from_path(path):
     knobs = size_knobs(namespace, modules, classes)
     if knobs:
         notes.append(describe_knobs(knobs))
+        derived_globals(knobs, modules)
         set_size_globals(knobs, PROBE)
     found = discover(namespace, loaded.module.__name__, overrides, modules, observation)
     for builder in found.roles.values() if knobs else ():  # the sizes reach the code through its globals

@@ -6,7 +6,7 @@ import traceback
 
 import pytest
 
-from adapters import module_copies
+from adapters import module_copies, torch_nn
 from adapters.submission import ImplementationNotFound, load_implementation
 from conformance.contract.interface import ROLES
 from conformance.options import FAMILIES, IMPL
@@ -47,6 +47,7 @@ def implementation(config):
     as pytest's internal error (exit status 3), never as hundreds of errors blamed on the author."""
     if IMPL not in config.stash:
         module_copies.install()  # (code deep-copying prototype layers at every build: the same copies, faster)
+        torch_nn.without_nested_tensors()  # (torch's encoder stacks on padded batches, which hooks can read)
         kept_out_of_collections()  # (torch and the checks, which loading's builds would make it scan again and again)
         try:
             config.stash[IMPL] = load_implementation(config.getoption("impl"))

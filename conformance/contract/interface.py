@@ -70,14 +70,25 @@ class Config:
         return self.d_model // self.h
 
 
+DERIVED_GLOBALS = {}
+"""id(module dict) -> [code of a top-level assignment computed from its size globals] (``embedding_multiplier =
+torch.sqrt(torch.tensor(num_model_dims))``, ``adapters.observe.derived_globals``): run again after they are set."""
+
+
 def set_size_globals(knobs, cfg):
     """Set the globals through which code takes its sizes, ``knobs`` = [(module dict, global name, Config field)]
     (``adapters.observe.size_knobs``), to the sizes of ``cfg``, as the author's own main block sets them before
-    building: a single vocabulary takes the source's. A pad index is no field of the configuration: the padding
-    helper's call sets it."""
+    building: a single vocabulary takes the source's; then the globals its module computes from them
+    (:data:`DERIVED_GLOBALS`). A pad index is no field of the configuration: the padding helper's call sets it."""
     for values, name, field in knobs:
         if field != "pad_idx":
             values[name] = getattr(cfg, "src_vocab" if field == "vocab_size" else field)
+    for values in {id(values): values for values, _, _ in knobs}.values():
+        for code in DERIVED_GLOBALS.get(id(values), ()):
+            try:
+                exec(code, values)
+            except Exception:  # (computed for the author's sizes only: the global keeps its value)
+                continue
 
 
 def call_with_canonical_arguments(builder, cfg):
