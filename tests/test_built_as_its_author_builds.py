@@ -7,6 +7,7 @@ found to run as its author builds it (``adapter.sizes_fixed_by_the_code``), neve
 import importlib.util
 import textwrap
 
+import torch
 import torch.nn as nn
 
 from conformance.diagnosis.classify import stated_precondition
@@ -50,6 +51,47 @@ def test_an_assert_that_cannot_be_read_on_the_arguments_given_states_a_precondit
     own_attribute = raised(lambda: module.Unset(3))  # (an attribute of its own never set: no precondition)
     assert isinstance(own_attribute, AttributeError)
     assert stated_precondition(own_attribute, own_attribute.__traceback__) is None
+
+
+
+ASSERTS_ON_SHAPES_READ_FROM_ARGUMENTS = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def forward(self, src, tgt, src_mask, tgt_mask):
+            B, S = src.shape
+            T = tgt.size(1)
+            assert src_mask.shape == (B, S)
+            assert tgt_mask.shape == (B, T, T)
+            return tgt
+
+
+    class Counted(nn.Module):
+        width = 4
+
+        def forward(self, x):
+            expected = self.width
+            assert x.size(-1) == expected
+            return x
+''')
+
+
+def test_an_assert_on_sizes_read_from_the_arguments_states_a_precondition(tmp_path):
+    """Round 13 of public code (2026-11-27): ``assert src_mask.shape == (B, S)`` after ``B, S = src.shape`` tests
+    only what the caller gave; a size of the block's own (``self.width``) is no precondition."""
+    path = tmp_path / "asserts_on_shapes.py"
+    path.write_text(ASSERTS_ON_SHAPES_READ_FROM_ARGUMENTS)
+    spec = importlib.util.spec_from_file_location("asserts_on_shapes", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    src, tgt = torch.ones(2, 5, dtype=torch.long), torch.ones(2, 4, dtype=torch.long)
+    wrong_rank = raised(lambda: module.Model()(src, tgt, torch.ones(2, 1, 5, dtype=torch.bool),
+                                               torch.ones(2, 4, 4, dtype=torch.bool)))
+    assert "assert src_mask.shape == (B, S)" in stated_precondition(wrong_rank, wrong_rank.__traceback__)
+    own_width = raised(lambda: module.Counted()(torch.ones(2, 3)))
+    assert stated_precondition(own_width, own_width.__traceback__) is None
 
 
 WIDTH_FIXED_BY_A_DEFAULT = textwrap.dedent('''

@@ -249,7 +249,7 @@ def stated_precondition(exc, tb):
         tested = None
     arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) - {"self"}
     names = {n.id for n in ast.walk(tested) if isinstance(n, ast.Name)} if tested is not None else set()
-    if not names or not names <= arguments | set(dir(builtins)):
+    if not names or not names <= read_from_arguments(code, arguments) | set(dir(builtins)):
         return None
     return f"{ast.unparse(node).splitlines()[0][:120]}, at {code.co_name}"
 
@@ -286,6 +286,21 @@ def used_as_sequences(node):
             yield n.iter.id
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in SEQUENCE_FUNCTIONS:
             yield from (a.id for a in n.args if isinstance(a, ast.Name))
+
+
+def read_from_arguments(code, arguments):
+    """``arguments`` and the local names the function ``code`` assigns from them alone (``B, S = src.shape``,
+    ``T = tgt.size(1)``): what an ``assert src_mask.shape == (B, S)`` tests is still what its caller gave."""
+    lines = linecache.getlines(code.co_filename)[code.co_firstlineno - 1:]
+    try:
+        tree = ast.parse(textwrap.dedent("".join(inspect.getblock(lines))))
+    except (SyntaxError, IndentationError, tokenize.TokenError):
+        return set(arguments)
+    known = set(arguments) | set(dir(builtins))
+    for node in (n for n in ast.walk(tree) if isinstance(n, ast.Assign)):
+        if {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} <= known:
+            known |= {n.id for target in node.targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return known - set(dir(builtins)) | set(arguments)
 
 
 def guarding_if(code, line):
