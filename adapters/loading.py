@@ -451,6 +451,14 @@ def _import_with_placeholders(result: LoadedCode, name: str, directory: Path, ce
         if not missing or missing in sys.modules or (directory / missing.split(".")[0]).exists() \
                 or (directory / f"{missing.split('.')[0]}.py").exists():
             return
+        inner = import_root(directory, missing.split(".")[0])
+        if inner is not None:  # (a package of the project's own, imported from a folder its scripts run in)
+            sys.path.insert(0, str(inner))
+            result.roots.insert(0, str(inner))
+            if result.problems and result.problems[-1].kind == "import":
+                result.problems.pop()
+            sys.modules.pop(name, None)
+            continue
         for depth in range(1, missing.count(".") + 2):
             parent = ".".join(missing.split(".")[:depth])
             sys.modules.setdefault(parent, _placeholder_module(parent))
@@ -458,6 +466,24 @@ def _import_with_placeholders(result: LoadedCode, name: str, directory: Path, ce
         if result.problems and result.problems[-1].kind == "import":
             result.problems[-1].message += " (a placeholder stood in for it; the module was imported again)"
         sys.modules.pop(name, None)
+
+
+def import_root(directory: Path, package: str) -> Path | None:
+    """The folder under ``directory`` (within four levels, the shallowest) that holds the project's own ``package``
+    (a folder of Python files, or ``package.py``) and is not yet on ``sys.path``: the folder the author's code runs
+    in (``backend/`` for ``from app.shared import layers`` in ``backend/app/...``); None where there is none."""
+    for depth in range(1, 5):
+        for folder in sorted(directory.glob("/".join(["*"] * depth))):
+            if folder.name != package or any(part.startswith(".") or part in ("site-packages", "node_modules")
+                                              for part in folder.relative_to(directory).parts):
+                continue
+            if folder.is_dir() and next(folder.rglob("*.py"), None) is not None \
+                    and str(folder.parent) not in sys.path and folder.parent != directory:
+                return folder.parent
+        own_file = sorted(directory.glob("/".join(["*"] * (depth - 1) + [f"{package}.py"])))
+        if own_file and str(own_file[0].parent) not in sys.path and own_file[0].parent != directory:
+            return own_file[0].parent
+    return None
 
 
 def _import_package(result: LoadedCode, cell_timeout: float) -> None:
