@@ -340,7 +340,7 @@ def derived_globals(knobs, modules):
                 codes.append(compile(ast.Module([node], []), path, "exec"))
                 sizes.add(node.targets[0].id)
         if codes:
-            DERIVED_GLOBALS[id(values)] = codes
+            DERIVED_GLOBALS[id(values)] = values, codes
 
 
 def library_calls_only(expression, values, own):

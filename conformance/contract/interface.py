@@ -71,8 +71,9 @@ class Config:
 
 
 DERIVED_GLOBALS = {}
-"""id(module dict) -> [code of a top-level assignment computed from its size globals] (``embedding_multiplier =
-torch.sqrt(torch.tensor(num_model_dims))``, ``adapters.observe.derived_globals``): run again after they are set."""
+"""id(module dict) -> (that dict, [code of a top-level assignment computed from its size globals]) (``embedding_multiplier
+= torch.sqrt(torch.tensor(num_model_dims))``, ``adapters.observe.derived_globals``): run again after they are set (the
+dict held, so that its id stays its own)."""
 
 
 def set_size_globals(knobs, cfg):
@@ -84,7 +85,8 @@ def set_size_globals(knobs, cfg):
         if field != "pad_idx":
             values[name] = getattr(cfg, "src_vocab" if field == "vocab_size" else field)
     for values in {id(values): values for values, _, _ in knobs}.values():
-        for code in DERIVED_GLOBALS.get(id(values), ()):
+        held, codes = DERIVED_GLOBALS.get(id(values), (None, ()))
+        for code in codes if held is values else ():
             try:
                 exec(code, values)
             except Exception:  # (computed for the author's sizes only: the global keeps its value)
