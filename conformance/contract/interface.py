@@ -71,9 +71,9 @@ class Config:
 
 
 DERIVED_GLOBALS = {}
-"""id(module dict) -> (that dict, [code of a top-level assignment computed from its size globals]) (``embedding_multiplier
-= torch.sqrt(torch.tensor(num_model_dims))``, ``adapters.observe.derived_globals``): run again after they are set (the
-dict held, so that its id stays its own)."""
+"""id(module dict) -> (that dict, [code of a top-level assignment computed from its size globals]): run again after
+they are set (``embedding_multiplier = torch.sqrt(torch.tensor(num_model_dims))``,
+``adapters.observe.derived_globals``); the dict is held, so that its id stays its own."""
 
 
 def set_size_globals(knobs, cfg):
