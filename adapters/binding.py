@@ -239,6 +239,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
     named in ``prefer`` first."""
     found = candidates(namespace, modules)
     used = used_in_the_code(found, module_name, modules)
+    live = live_modules(module_name, frozenset(modules))
+    dead = frozenset(modules - live) if live is not None else frozenset()
     overrides = overrides or {}
     bindings, roles, notes, taken, unbuilt = {}, {}, [], set(), {}
     masks = overrides.get("masks", {})
@@ -249,8 +251,8 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
         completed = getattr(observed, "completed", None)  # the author's model, as the author's own run showed
         options = [(1.0, forced, namespace[forced])] if forced in namespace else ranked(role, found, taken, prefer,
                                                                                        completed)
-        if not forced and (role != "model" or live_modules(module_name, frozenset(modules)) is not None):
-            kept = without_dead_code(options, used, role == "model")  # (a model tops its tree: its module says)
+        if not forced and (role != "model" or live is not None):
+            kept = without_dead_code(options, used, role == "model", dead)  # (a model tops its tree: its module says)
             dropped = [name for _, name, _ in options if name not in {n for _, n, _ in kept}]
             if dropped:
                 notes.append(f"{role}: left aside {', '.join(dropped)}: nothing in the code uses it, while the code "

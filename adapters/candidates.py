@@ -264,17 +264,19 @@ def resolved(node, scope):
     return None
 
 
-def without_dead_code(options, used, functions=False):
+def without_dead_code(options, used, functions=False, dead=frozenset()):
     """``options`` (ranked candidates of a role) less the classes nothing in the code uses (``used``, from
     :func:`used_in_the_code`) where a class it uses is named at least as well for the role: a class nothing uses
-    loses to one that is used (an old version kept beside the one the model builds); functions too with
-    ``functions`` (a model's factory in a dead module)."""
+    loses to one that is used (an old version kept beside the one the model builds); where one it uses is named at
+    all, in a module no file imports (``dead``, :func:`live_modules`); functions too with ``functions`` (a model's
+    factory in a dead module)."""
     if used is None:
         return options
     counted = (lambda obj: True) if functions else inspect.isclass
     scores = [score for score, name, obj in options if counted(obj) and name in used]
     return [(score, name, obj) for score, name, obj in options
-            if not counted(obj) or name in used or not any(s >= score for s in scores)]
+            if not counted(obj) or name in used or not scores
+            or not any(s >= score for s in scores) and getattr(obj, "__module__", None) not in dead]
 
 
 WORD_SCORE = 0.8

@@ -47,3 +47,29 @@ def test_the_fault_of_the_module_the_scripts_import_is_found(tmp_path):
     code, output, report = run_suite(f"--impl={project(tmp_path, UNSCALED, STUDENT)}", "-k", "scaled", "-p",
                                      "no:xdist", tmp_path=tmp_path)
     assert ("attention", "fail", "attention.scale.unscaled") in scaling(report), output
+
+
+WORD_EMBEDDING = '''import torch.nn as nn
+
+
+class WordEmbedding(nn.Module):
+    """Token ids to vectors, unscaled: an early version nothing imports any more."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.table = nn.Embedding(vocab_size, d_model)
+
+    def forward(self, tokens):
+        return self.table(tokens)
+'''
+
+
+def test_a_class_of_a_dead_module_named_better_than_the_one_in_use_is_left_aside(tmp_path):
+    """The embedding the model builds is named less like one than an unscaled class of a module nothing imports:
+    the one in use is checked, and §3.4's scale found where the model applies it."""
+    live = STUDENT.replace("TokenEmbedding", "TokenLookup")
+    assert live != STUDENT
+    folder = project(tmp_path, live, WORD_EMBEDDING)
+    code, output, report = run_suite(f"--impl={folder}", "-k", "embedding", "-p", "no:xdist", tmp_path=tmp_path)
+    assert any(n.startswith("embedding: left aside WordEmbedding") for n in report["notes"]), report["notes"]
+    assert not [c for c in report["checks"] if c["verdict"] in ("fail", "error")], output
