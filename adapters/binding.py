@@ -40,7 +40,8 @@ from adapters.behaviour import (LAID_OUT, MASKED, TAKES_TOKEN_IDS, UNBATCHED_NOT
 from adapters.building import PAPER_WIDTHS, PROBE, Binding, build_error, builds_by_name, constructed_by_name
 from adapters.call_plans import (SEQUENCE_FIRST, UNBATCHED, adapt_arguments, derived_inputs, first_tensor,
                                  in_torch_style, plan_arguments, positions_of, returns_table)
-from adapters.candidates import ROLE_ORDER, candidates, live_modules, ranked, used_in_the_code, without_dead_code
+from adapters.candidates import (ROLE_ORDER, called_in_the_code, candidates, live_modules, ranked, used_in_the_code,
+                                 without_dead_code)
 from adapters.construction import (builds_a_module, causal_by_default, causal_flag, constructor_plan,
                                    hyperparameters_fed, remembering_what_is_learned)
 from adapters.masks import HEAD_AXIS, KEY_VECTORS, base_convention, describe_convention, infer_convention
@@ -514,9 +515,11 @@ def bind_roles(namespace, module_name, overrides, modules, prefer=frozenset(), o
             if other.working > found.working:
                 found = other
     if said_by_helper and "multi_head_attention" in found.bindings \
+            and not called_in_the_code(getattr(found.bindings[helper].target, "__name__", ""), module_name) \
             and base_convention(found.bindings["multi_head_attention"].masks or found.convention) == base_convention(
                 found.convention) and hides_a_masked_key(Implementation(module_name, found.roles)) is False:
-        # (an attention given masks of another polarity, as the author's own model gives them: that evidence holds)
+        # (a helper the code calls makes the masks its blocks get; an attention given masks of another polarity, as
+        # the author's own model gives them: that evidence holds too)
         return the_attentions_word(found, helper, namespace, module_name, overrides, modules, prefer, observed)
     return found
 

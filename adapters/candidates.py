@@ -9,7 +9,6 @@ import contextlib
 import functools
 import inspect
 import io
-import itertools
 import os
 import re
 import sys
@@ -205,18 +204,18 @@ def live_modules(main, modules):
     (a training script that cannot run here included: ``from transformer_model import build_transformer``), and the
     scripts (a ``__main__`` block, or imports of the others). None where no file imports another: then nothing says
     that a module is dead (an old copy kept in a folder of its own, which nothing imports)."""
+    loaded = getattr(sys.modules.get(main), "__file__", None)
+    if not isinstance(loaded, str) or not os.path.isabs(loaded):
+        return None
+    root = Path(os.path.realpath(os.path.dirname(loaded)))  # (the submission's folder: never the folders above it)
     files = {m: getattr(sys.modules.get(m), "__file__", None) for m in modules - {main}}
-    files = {m: os.path.realpath(f) for m, f in files.items() if isinstance(f, str) and os.path.isabs(f)}
+    files = {m: os.path.realpath(f) for m, f in files.items() if isinstance(f, str) and os.path.isabs(f)
+             and Path(os.path.realpath(f)).is_relative_to(root)}
     if not files:
         return None
-    root = Path(os.path.commonpath([os.path.dirname(f) for f in files.values()]))
     stems = {m.rsplit(".", 1)[-1] for m in files}
     named, scripts = set(), set()  # (a module's last dotted part, the file naming it); files that are scripts
-    for path in itertools.islice(sorted(p for p in root.rglob("*") if p.suffix in (".py", ".ipynb")), FILES_READ):
-        try:
-            text = path.read_text(errors="replace")
-        except OSError:
-            continue
+    for path, text in project_texts(os.path.realpath(loaded)):
         said = set()
         for source, names, plain in IMPORT_LINE.findall(text):
             words = [source, *(f"{source}.{n}" for n in names.split(","))] if source else plain.split(",")
@@ -228,6 +227,41 @@ def live_modules(main, modules):
         return None
     return {main} | {m for m, f in files.items()
                      if f in scripts or any(w == m.rsplit(".", 1)[-1] and where != f for w, where in named)}
+
+
+@functools.lru_cache(maxsize=16)
+def project_texts(loaded):
+    """``((path, text), ...)``: the .py and .ipynb files of the submission whose loaded module's file is ``loaded``:
+    a folder's (``__init__.py`` of a project or package: every file under it, at most :data:`FILES_READ`, hidden
+    folders left out), else that one file."""
+    root = Path(loaded).parent
+    if Path(loaded).name != "__init__.py":
+        paths = [Path(loaded)]
+    else:
+        paths = []
+        for folder, subfolders, names in os.walk(root):
+            subfolders[:] = sorted(d for d in subfolders if not d.startswith((".", "__pycache__")))
+            paths += [Path(folder) / n for n in sorted(names) if n.endswith((".py", ".ipynb"))]
+            if len(paths) >= FILES_READ:
+                break
+    texts = []
+    for path in paths[:FILES_READ]:
+        try:
+            texts.append((os.path.realpath(path), path.read_text(errors="replace")))
+        except OSError:
+            continue
+    return tuple(texts)
+
+
+def called_in_the_code(name, main):
+    """Whether a file of the submission (a project's folder, the loaded module ``main`` its ``__init__``) calls a
+    function named ``name`` anywhere but where it is defined: a mask helper that no file of a project with scripts
+    calls says nothing of the masks its blocks are given. A single file of definitions counts as calling it."""
+    loaded = getattr(sys.modules.get(main), "__file__", None)
+    if not name or not isinstance(loaded, str) or not os.path.isabs(loaded) or Path(loaded).name != "__init__.py":
+        return True  # (one file of definitions, or nothing to read: no call says nothing, taken as called)
+    call = re.compile(rf"(?<!def )\b{re.escape(name)}\s*\(")
+    return any(call.search(text) for _, text in project_texts(os.path.realpath(loaded)))
 
 
 IMPORT_LINE = re.compile(r'^[\s"]*(?:from\s+(\.*[\w.]*)\s+import\s+([\w., ]+)|import\s+([\w., ]+))', re.M)
