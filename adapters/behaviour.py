@@ -14,7 +14,7 @@ from adapters.building import PROBE, probe_build
 from adapters.call_plans import (adapt_arguments, argument_values, derived_inputs, first_tensor, plan_arguments,
                                  positions_of)
 from adapters.masks import (FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, NO_HEAD_AXIS, base_convention,
-                           describe_convention)
+                           describe_convention, probe_masks)
 from adapters.wrapping import role_builder
 from adapters.names import CANONICAL_CALLS
 from conformance.contract.harness import (PAD, Case, canonical_inputs, difference, expected_shape, inputs_not_accepted,
@@ -328,14 +328,6 @@ def padded_key_outputs(impl, role):
     if outputs is None:
         return None
     return [out[:, :-1] if role in ("encoder_layer", "encoder") else out for out in outputs]
-
-
-def probe_masks():
-    """The canonical masks of a probe call of 2 samples, 5 source and 4 target positions: the last source position
-    padded, the target's subsequent mask."""
-    src_mask = torch.ones(2, 1, 5, dtype=torch.bool)
-    src_mask[:, :, -1] = False
-    return src_mask, torch.tril(torch.ones(1, 4, 4, dtype=torch.bool)).expand(2, -1, -1)
 
 
 def other_token_at(tokens, position, vocab):

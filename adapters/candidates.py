@@ -220,9 +220,9 @@ def live_modules(main, modules):
         for source, names, plain in IMPORT_LINE.findall(text):
             words = [source, *(f"{source}.{n}" for n in names.split(","))] if source else plain.split(",")
             said |= {w.split(" as ")[0].strip().rsplit(".", 1)[-1] for w in words}
-        named |= {(w, os.path.realpath(path)) for w in said & stems}
+        named |= {(w, path) for w in said & stems}
         if MAIN_BLOCK.search(text) or said & stems:
-            scripts.add(os.path.realpath(path))
+            scripts.add(path)
     if not named:
         return None
     return {main} | {m for m, f in files.items()

@@ -195,3 +195,11 @@ def convention_of_padding(mask):
     if tuple(kept) not in conventions:
         raise ValueError(f"a padding mask {kept} of unclear convention")
     return conventions[tuple(kept)]
+
+
+def probe_masks(device="cpu"):
+    """The canonical masks of a probe call of 2 samples, 5 source and 4 target positions: the last source position
+    padded, the target's subsequent mask."""
+    src_mask = torch.ones(2, 1, 5, dtype=torch.bool, device=device)
+    src_mask[:, :, -1] = False
+    return src_mask, torch.tril(torch.ones(1, 4, 4, dtype=torch.bool, device=device)).expand(2, -1, -1)

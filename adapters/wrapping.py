@@ -24,7 +24,8 @@ from adapters.call_plans import (LENGTH, SEQUENCE_FIRST, UNBATCHED, adapt_argume
                                  returns_table, setup_call, stacked)
 from adapters.construction import causal_by_default, causal_flag, constructed_with, hyperparameters_fed
 from adapters.lint import self_attributes
-from adapters.masks import FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, from_convention, full_masks, torch_part
+from adapters.masks import (FULL_SHAPE, HEAD_AXIS, KEY_VECTORS, LENGTHS, from_convention, full_masks, probe_masks,
+                            torch_part)
 from adapters.names import CANONICAL_CALLS, normalize
 from conformance.contract.harness import PAD
 from conformance.contract.interface import FUNCTION_ROLES, Config
@@ -211,13 +212,11 @@ class AdaptedModel(Transparent):
         """Whether a call of two samples, 5 source and 4 target positions (the last source position padded)
         returns, the random state left as it was."""
         device = next(itertools.chain(self.inner.parameters(), self.inner.buffers()), torch.empty(0)).device
-        state, src_mask = random_state(device), torch.ones(2, 1, 5, dtype=torch.bool, device=device)
-        src_mask[:, :, -1] = False
-        tgt_mask = torch.tril(torch.ones(1, 4, 4, dtype=torch.bool, device=device)).expand(2, -1, -1)
+        state = random_state(device)
         try:
             with torch.no_grad():
                 self(torch.randint(1, 7, (2, 5), device=device), torch.randint(1, 7, (2, 4), device=device),
-                     src_mask, tgt_mask)
+                     *probe_masks(device))
             return True
         except Exception:  # (the author's code, called with masks of a shape it does not take)
             return False

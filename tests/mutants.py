@@ -466,6 +466,12 @@ def reference_source():
     return REFERENCE.read_text()
 
 
+def without_roles(source):
+    """``source`` without its ``CONFORMANCE_ROLES = {...}`` and what follows: code as a student writes it, whose roles
+    the checker finds for itself."""
+    return source.split("\nCONFORMANCE_ROLES = {")[0]
+
+
 def apply(mutant, source=None):
     """The reference's source (or ``source``) with the mutant's edits applied in order.
 

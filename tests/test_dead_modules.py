@@ -1,12 +1,10 @@
 """An old copy of the model kept in a folder that nothing imports, beside the module the author's scripts import
 (round 12 of public code, 2026-11-27): the checker reads the live module and leaves the dead copy aside, whatever its
 faults; a fault of the live module is still found."""
-from pathlib import Path
-
+from tests import mutants
 from tests.suite import run_suite
 
-REFERENCE = (Path(__file__).resolve().parents[1] / "reference" / "transformer.py").read_text()
-STUDENT = REFERENCE.split("\nCONFORMANCE_ROLES = {")[0]
+STUDENT = mutants.without_roles(mutants.reference_source())
 SCALED = "scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)"
 UNSCALED = STUDENT.replace(SCALED, "scores = query @ key.transpose(-2, -1)")
 TRAIN = '''import torch

@@ -1,12 +1,10 @@
 """A model whose ``forward`` adds the head axis to masks of three dimensions, its ``encode`` and ``decode`` taking
 them with it, as its author's own decoding gives them (round 12 of public code, 2026-11-27): the path through
 ``encode`` and ``decode`` is called with masks of that shape, and a path that drops the source mask still fails."""
-from pathlib import Path
-
+from tests import mutants
 from tests.suite import run_on_source
 
-REFERENCE = (Path(__file__).resolve().parents[1] / "reference" / "transformer.py").read_text()
-STUDENT = REFERENCE.split("\nCONFORMANCE_ROLES = {")[0]
+STUDENT = mutants.without_roles(mutants.reference_source())
 HEAD_AXIS_REQUIRED = STUDENT.replace(
     "            mask = mask.unsqueeze(1)  # [B, 1, Lq or 1, Lk]: every head obeys the same mask",
     "            mask = mask.expand(-1, self.h, -1, -1)  # [B, 1, Lq or 1, Lk] -> one copy for each head").replace(

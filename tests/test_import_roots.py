@@ -2,12 +2,10 @@
 ``backend/app/model.py``, its scripts run in ``backend/``; round 13 of public code, 2026-11-27): that folder is put
 on the import path as its scripts have it, rather than a placeholder standing in for ``app`` as for a package not
 installed here, which left every block built of its modules unbuildable."""
-from pathlib import Path
-
+from tests import mutants
 from tests.suite import run_suite
 
-REFERENCE = (Path(__file__).resolve().parents[1] / "reference" / "transformer.py").read_text()
-STUDENT = REFERENCE.split("\nCONFORMANCE_ROLES = {")[0]
+STUDENT = mutants.without_roles(mutants.reference_source())
 MODEL_CLASS = STUDENT[STUDENT.index("class Transformer(nn.Module):"):STUDENT.index("# == Masks")]
 CORE = STUDENT.replace(MODEL_CLASS, "")
 MODEL = "import torch\nimport torch.nn as nn\n\nfrom app.core import *  # noqa\n\n\n" + MODEL_CLASS

@@ -4,14 +4,12 @@ checked with masks as the attention reads them, the helper in its own convention
 calls the helper (a single file of definitions says nothing either way: its helper's word holds, and an attention
 inverted against it is named, as ``tests/test_students.py`` has it); an attention that hides nothing under any
 convention still fails."""
-from pathlib import Path
-
 import pytest
 
+from tests import mutants
 from tests.suite import run_suite
 
-REFERENCE = (Path(__file__).resolve().parents[1] / "reference" / "transformer.py").read_text()
-STUDENT = REFERENCE.split("\nCONFORMANCE_ROLES = {")[0]  # (a student's code names no roles)
+STUDENT = mutants.without_roles(mutants.reference_source())
 KEEP_HELPER = STUDENT[STUDENT.index("def subsequent_mask(size):"):STUDENT.index("# == Parameter counts")]
 HELPERS = {
     "blocked": '''def subsequent_mask(size):

@@ -249,7 +249,7 @@ def stated_precondition(exc, tb):
         tested = None
     arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) - {"self"}
     names = {n.id for n in ast.walk(tested) if isinstance(n, ast.Name)} if tested is not None else set()
-    if not names or not names <= read_from_arguments(code, arguments) | set(dir(builtins)):
+    if not names or not names <= read_from_arguments(code, arguments):
         return None
     return f"{ast.unparse(node).splitlines()[0][:120]}, at {code.co_name}"
 
@@ -288,28 +288,32 @@ def used_as_sequences(node):
             yield from (a.id for a in n.args if isinstance(a, ast.Name))
 
 
-def read_from_arguments(code, arguments):
-    """``arguments`` and the local names the function ``code`` assigns from them alone (``B, S = src.shape``,
-    ``T = tgt.size(1)``): what an ``assert src_mask.shape == (B, S)`` tests is still what its caller gave."""
+def function_tree(code):
+    """The parsed source of the function ``code`` (its block, from its first line), or None when unreadable."""
     lines = linecache.getlines(code.co_filename)[code.co_firstlineno - 1:]
     try:
-        tree = ast.parse(textwrap.dedent("".join(inspect.getblock(lines))))
+        return ast.parse(textwrap.dedent("".join(inspect.getblock(lines))))
     except (SyntaxError, IndentationError, tokenize.TokenError):
-        return set(arguments)
+        return None
+
+
+def read_from_arguments(code, arguments):
+    """``arguments``, the builtins and the local names the function ``code`` assigns from them alone (``B, S =
+    src.shape``, ``T = tgt.size(1)``): what an ``assert src_mask.shape == (B, S)`` tests is still what its caller
+    gave."""
     known = set(arguments) | set(dir(builtins))
-    for node in (n for n in ast.walk(tree) if isinstance(n, ast.Assign)):
+    tree = function_tree(code)
+    for node in (n for n in ast.walk(tree) if isinstance(n, ast.Assign)) if tree is not None else ():
         if {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} <= known:
             known |= {n.id for target in node.targets for n in ast.walk(target) if isinstance(n, ast.Name)}
-    return known - set(dir(builtins)) | set(arguments)
+    return known
 
 
 def guarding_if(code, line):
     """``(the if statement, its test)`` whose body raises at ``line`` of the function ``code`` (``if
     tie_embeddings and src_vocab != tgt_vocab: raise ValueError(...)``), or None."""
-    lines = linecache.getlines(code.co_filename)[code.co_firstlineno - 1:]
-    try:
-        tree = ast.parse(textwrap.dedent("".join(inspect.getblock(lines))))
-    except (SyntaxError, IndentationError, tokenize.TokenError):
+    tree = function_tree(code)
+    if tree is None:
         return None
     return next(((node, node.test) for node in ast.walk(tree) if isinstance(node, ast.If) and any(
         isinstance(s, ast.Raise) and s.lineno + code.co_firstlineno - 1 == line for s in node.body)), None)
