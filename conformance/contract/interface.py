@@ -93,16 +93,21 @@ def set_size_globals(knobs, cfg):
                 continue
 
 
-def call_with_canonical_arguments(builder, cfg):
-    """Call ``builder`` with the canonical hyperparameters its signature names (all of them for ``**kwargs``)."""
+def canonical_arguments(builder, cfg):
+    """The canonical hyperparameters ``builder``'s signature names (all of them for ``**kwargs``)."""
     values = dataclasses.asdict(cfg)
     try:
         parameters = inspect.signature(builder).parameters
     except (TypeError, ValueError):
-        return builder(**values)
+        return values
     if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        return builder(**values)
-    return builder(**{name: values[name] for name in parameters if name in values})
+        return values
+    return {name: values[name] for name in parameters if name in values}
+
+
+def call_with_canonical_arguments(builder, cfg):
+    """Call ``builder`` with the canonical hyperparameters its signature names (all of them for ``**kwargs``)."""
+    return builder(**canonical_arguments(builder, cfg))
 
 
 @dataclass(frozen=True)
@@ -202,3 +207,14 @@ class Implementation:
             if builder is None:
                 return None
         return call_with_canonical_arguments(builder, cfg)
+
+    def sizes_received(self, role, cfg, causal=False):
+        """What a build of ``role`` takes from ``cfg``, as a key: the hyperparameters its builder names and the
+        fields of the size globals its code reads (two configurations alike there build alike); None where the role
+        has no builder of that kind."""
+        builder = self.roles.get(role)
+        builder = getattr(builder, "causal", None) if causal else builder
+        if builder is None:
+            return None
+        knobs = {field: getattr(cfg, field, None) for _, _, field in self.size_knobs}
+        return tuple(sorted({**canonical_arguments(builder, cfg), **knobs}.items()))

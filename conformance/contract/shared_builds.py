@@ -1,0 +1,120 @@
+"""Large blocks built once and shared among the examples and checks that build them again.
+
+A block of a million parameters or more is code at its author's own sizes (d_model = 512, six layers, §3 and Table 3:
+44 million parameters), and building it draws every weight at random, a second or more a build, where a check's
+forward pass at small batches costs a fraction of that. Such a build is kept, per configuration its builder
+receives, dtype and device, and each later build of it is a copy of its structure whose weight matrices view the
+kept ones: new ``Parameter`` objects (their gradients, flags and replacements the copy's own) over the same storage
+and version counters. A check that changes such a weight in place bumps its version: the kept build is then dropped,
+built again and kept apart, each later copy copying its weights. A copy leaves the random state its own build left
+(dropout draws the same masks after it), and the case records the seed that drew its weights, for the
+reproduction. The checker's own drawn sizes stay far below the threshold: every block is built from each example's
+seed there.
+"""
+import collections
+import copy
+import resource
+import weakref
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+LARGE = 1 << 20
+"""Parameters from which a build is shared (the checker's drawn sizes build a few thousand)."""
+
+
+def budget():
+    """Bytes of kept weights: a quarter of the address space a process may take (grading limits each run's), else
+    2 GiB."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return 2 << 30 if limit == resource.RLIM_INFINITY else limit // 4
+
+
+@dataclass
+class Kept:
+    """A build kept: the block, the seed that drew its weights, the random state its build left, the versions of the
+    tensors its copies view when kept (None: its copies view none), and their bytes."""
+    module: nn.Module
+    seed: int
+    random_state: torch.Tensor
+    versions: list | None
+    nbytes: int
+
+
+KEPT = weakref.WeakKeyDictionary()
+"""Implementation -> OrderedDict(key -> :class:`Kept`), the least recently used first."""
+CHANGED_IN_PLACE = weakref.WeakKeyDictionary()
+"""Implementation -> the keys of builds a check changed in place (zeroing a sub-layer's weights): kept again apart,
+each later build a full copy (a copy of the weights still costs a fraction of drawing them)."""
+SHARED_FROM = 1 << 12
+"""Elements from which a tensor is viewed rather than copied: the weight matrices and tables; a LayerNorm's gain or a
+bias, which checks set in place, is each copy's own."""
+
+
+def tensors(module):
+    """The parameters and buffers of ``module`` its copies view (:data:`SHARED_FROM`)."""
+    return [t for t in (*module.parameters(), *module.buffers()) if t.numel() >= SHARED_FROM]
+
+
+def structure_copy(module, viewing=True):
+    """A deep copy of ``module`` whose large parameters and buffers view the original's storage (and version
+    counters), or copy it (``viewing`` false); None when the module cannot be copied (an attribute deepcopy refuses)
+    or holds a tensor kind that is not plain."""
+    memo = {}
+    for p in module.parameters():
+        if type(p) is not nn.Parameter:  # (lazy or custom parameters: built each time)
+            return None
+        if viewing and p.numel() >= SHARED_FROM:
+            memo[id(p)] = nn.Parameter(p.detach(), requires_grad=p.requires_grad)
+    for b in module.buffers():
+        if type(b) is not torch.Tensor:
+            return None
+        if viewing and b.numel() >= SHARED_FROM:
+            memo[id(b)] = b.detach()
+    try:
+        return copy.deepcopy(module, memo)
+    except Exception:  # (a lock or a file held by the block: it is built each time)
+        return None
+
+
+def take(impl, key):
+    """``(a copy of the build kept under key, its seed)`` with the random state its build left restored; None when
+    none is kept, or a check changed the weights its copies view since (it is dropped, and kept apart from then on:
+    :data:`CHANGED_IN_PLACE`)."""
+    kept_here = KEPT.get(impl)
+    kept = kept_here.get(key) if kept_here else None
+    if kept is None:
+        return None
+    if kept.versions is not None and [t._version for t in tensors(kept.module)] != kept.versions:
+        CHANGED_IN_PLACE.setdefault(impl, set()).add(key)
+        del kept_here[key]
+        return None
+    copied = structure_copy(kept.module, viewing=kept.versions is not None)
+    if copied is None:
+        del kept_here[key]
+        return None
+    kept_here.move_to_end(key)
+    torch.default_generator.set_state(kept.random_state)
+    return copied, kept.seed
+
+
+def keep(impl, key, module, seed, random_state):
+    """``module`` (just built from ``seed``, leaving ``random_state``, and moved to its device and dtype) kept
+    under ``key`` when large and on the CPU; returns what the check is to use: a copy of it, or the module itself
+    where it is not kept."""
+    weights = tensors(module)
+    if sum(t.numel() for t in weights) < LARGE or any(t.device.type != "cpu" for t in weights):
+        return module
+    viewing = key not in CHANGED_IN_PLACE.get(impl, ())
+    used = structure_copy(module, viewing)
+    if used is None:
+        return module
+    kept_here = KEPT.setdefault(impl, collections.OrderedDict())
+    nbytes, room = sum(t.numel() * t.element_size() for t in weights), budget()
+    while kept_here and sum(k.nbytes for k in kept_here.values()) + nbytes > room:
+        kept_here.popitem(last=False)
+    if nbytes <= room:
+        versions = [t._version for t in weights] if viewing else None
+        kept_here[key] = Kept(module, seed, random_state, versions, nbytes)
+    return used
