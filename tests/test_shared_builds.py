@@ -75,10 +75,11 @@ def test_a_weight_changed_in_place_sends_the_next_build_back_to_the_code():
 def test_shared_per_dtype_and_per_configuration_received():
     impl = Implementation("shared", {"feed_forward": feed_forward})
     a = case(impl, LARGE, seed=1).build("feed_forward")
-    in_float64 = case(impl, LARGE, seed=1, dtype=torch.float64).build("feed_forward")
+    in_float64 = case(impl, LARGE, seed=5, dtype=torch.float64).build("feed_forward")
     other_vocabulary = case(impl, dataclasses.replace(LARGE, src_vocab=99), seed=2).build("feed_forward")
     wider = case(impl, dataclasses.replace(LARGE, d_ff=4096), seed=3).build("feed_forward")
-    assert first_weight(in_float64).dtype == torch.float64
+    assert first_weight(in_float64).dtype == torch.float64  # converted from the one kept, not drawn again
+    assert torch.equal(first_weight(in_float64), first_weight(a).double())
     assert first_weight(other_vocabulary).data_ptr() == first_weight(a).data_ptr()  # no argument of its builder
     assert first_weight(wider).shape == (4096, 512)
 

@@ -117,8 +117,8 @@ class Case:
         own_sizes, width = SIZES_OF_THEIR_OWN.setdefault(self.impl, {}), (role, self.cfg.d_model, causal)
         ignored = own_sizes.get(width)
         received = getattr(self.impl, "sizes_received", None)  # (grading's judge builds on the other side)
-        key = received and (role, causal, self.device, self.dtype, received(role, self.cfg, causal))
-        reused = shared_builds.take(self.impl, key) if ignored is None and key else None
+        key = received and (role, causal, self.device, received(role, self.cfg, causal))
+        reused = shared_builds.take(self.impl, key, self.dtype) if ignored is None and key else None
         if reused is not None:
             module, self.build_seeds[role] = reused
         elif ignored is None:
@@ -138,7 +138,8 @@ class Case:
             random_state = torch.default_generator.get_state()
             if not in_place_already(module, self.device, self.dtype):
                 module.to(device=self.device, dtype=self.dtype)
-            module = shared_builds.keep(self.impl, key, module, self.seed, random_state) if key else module
+            if key:
+                module = shared_builds.keep(self.impl, key, self.dtype, module, self.seed, random_state)
         if WATCH is not None:
             WATCH.module(role, module)
         return module.train(train)

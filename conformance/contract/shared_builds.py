@@ -3,7 +3,7 @@
 A block of a million parameters or more is code at its author's own sizes (d_model = 512, six layers, §3 and Table 3:
 44 million parameters), and building it draws every weight at random, a second or more a build, where a check's
 forward pass at small batches costs a fraction of that. Such a build is kept, per configuration its builder
-receives, dtype and device, and each later build of it is a copy of its structure whose weight matrices view the
+receives, device and dtype (another dtype converted from it), and each later build of it is a copy of its structure whose weight matrices view the
 kept ones: new ``Parameter`` objects (their gradients, flags and replacements the copy's own) over the same storage
 and version counters. A check that changes such a weight in place bumps its version: the kept build is then dropped,
 built again and kept apart, each later copy copying its weights. A copy leaves the random state its own build left
@@ -43,7 +43,7 @@ class Kept:
 
 
 KEPT = weakref.WeakKeyDictionary()
-"""Implementation -> OrderedDict(key -> :class:`Kept`), the least recently used first."""
+"""Implementation -> OrderedDict((key, dtype) -> :class:`Kept`), the least recently used first."""
 CHANGED_IN_PLACE = weakref.WeakKeyDictionary()
 """Implementation -> the keys of builds a check changed in place (zeroing a sub-layer's weights): kept again apart,
 each later build a full copy (a copy of the weights still costs a fraction of drawing them)."""
@@ -78,31 +78,37 @@ def structure_copy(module, viewing=True):
         return None
 
 
-def take(impl, key):
-    """``(a copy of the build kept under key, its seed)`` with the random state its build left restored; None when
-    none is kept, or a check changed the weights its copies view since (it is dropped, and kept apart from then on:
+def take(impl, key, dtype):
+    """``(a copy of the build kept under key in dtype, its seed)`` with the random state its build left restored;
+    one kept in another dtype is converted (its weights not drawn again: a build converts its own); None when none is
+    kept, or a check changed the weights its copies view since (it is dropped, and kept apart from then on:
     :data:`CHANGED_IN_PLACE`)."""
-    kept_here = KEPT.get(impl)
-    kept = kept_here.get(key) if kept_here else None
-    if kept is None:
-        return None
-    if kept.versions is not None and [t._version for t in tensors(kept.module)] != kept.versions:
-        CHANGED_IN_PLACE.setdefault(impl, set()).add(key)
-        del kept_here[key]
-        return None
-    copied = structure_copy(kept.module, viewing=kept.versions is not None)
-    if copied is None:
-        del kept_here[key]
-        return None
-    kept_here.move_to_end(key)
-    torch.default_generator.set_state(kept.random_state)
-    return copied, kept.seed
+    kept_here = KEPT.get(impl) or {}
+    for (other_key, other_dtype), kept in list(kept_here.items()):
+        if other_key != key or (other_dtype != dtype and (key, dtype) in kept_here):
+            continue
+        copied = None
+        if kept.versions is not None and [t._version for t in tensors(kept.module)] != kept.versions:
+            CHANGED_IN_PLACE.setdefault(impl, set()).add(key)
+        elif other_dtype == dtype:
+            copied = structure_copy(kept.module, viewing=kept.versions is not None)
+        else:
+            converted = structure_copy(kept.module, viewing=False)
+            return None if converted is None else (
+                keep(impl, key, dtype, converted.to(dtype=dtype), kept.seed, kept.random_state), kept.seed)
+        if copied is None:
+            del kept_here[(other_key, other_dtype)]
+            return None
+        kept_here.move_to_end((key, dtype))
+        torch.default_generator.set_state(kept.random_state)
+        return copied, kept.seed
+    return None
 
 
-def keep(impl, key, module, seed, random_state):
-    """``module`` (just built from ``seed``, leaving ``random_state``, and moved to its device and dtype) kept
-    under ``key`` when large and on the CPU; returns what the check is to use: a copy of it, or the module itself
-    where it is not kept."""
+def keep(impl, key, dtype, module, seed, random_state):
+    """``module`` (built from ``seed``, leaving ``random_state``, and moved to its device and ``dtype``) kept under
+    ``key`` and its dtype when large and on the CPU; returns what the check is to use: a copy of it, or the module
+    itself where it is not kept."""
     weights = tensors(module)
     if sum(t.numel() for t in weights) < LARGE or any(t.device.type != "cpu" for t in weights):
         return module
@@ -116,5 +122,6 @@ def keep(impl, key, module, seed, random_state):
         kept_here.popitem(last=False)
     if nbytes <= room:
         versions = [t._version for t in weights] if viewing else None
-        kept_here[key] = Kept(module, seed, random_state, versions, nbytes)
+        kept_here[(key, dtype)] = Kept(module, seed, random_state, versions, nbytes)
+    torch.default_generator.set_state(random_state)
     return used
