@@ -32,6 +32,7 @@ if str(ROOT) not in sys.path:
 from tests import mutants as catalogue  # noqa: E402
 from conformance.contract.verdicts import SEVERITY  # noqa: E402
 from tests.answer_keys import FLAGGED, cited_lines, outcomes  # noqa: E402
+from tests.forked import run_pytest  # noqa: E402
 from tests.mutants import FAMILIES, StaleMutant  # noqa: E402
 
 
@@ -69,9 +70,7 @@ def run_suite(impl_path, workdir, markers=None, timeout=600, in_process=False, t
                if not key.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST")) and key != "CONFORMANCE_IMPL"}
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(workdir / ".hypothesis")
         env.setdefault("OMP_NUM_THREADS", "1")
-        done = subprocess.run([sys.executable, "-m", "pytest", *arguments], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=timeout)
-        code, output = done.returncode, done.stdout + done.stderr
+        code, output = run_pytest(arguments, ROOT, env, timeout)
     data = json.loads(report.read_text()) if report.exists() else None
     return code, output, data
 

@@ -1,11 +1,13 @@
-"""Running the conformance suite in a subprocess, as a user would, and reading its JSON report."""
+"""Running the conformance suite in a process of its own, as a user would (``tests.forked``), and reading its JSON
+report."""
 import fcntl
 import json
 import os
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
+
+from tests.forked import run_pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_DIR = ROOT.parent / "shared" / "seeds"
@@ -29,10 +31,9 @@ def run_suite(*args, cwd=ROOT, env=None, tmp_path=None, timeout=600):
     report = Path(tmp_path or cwd) / f"report-{os.getpid()}-{len(args)}-{abs(hash(args))}.json"
     command = [sys.executable, "-m", "pytest", *(args if "--pyargs" in args else ("conformance", *args)),
                "-q", "-p", "no:randomly", f"--report-json={report}"]
-    done = subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                          timeout=timeout)
+    code, output = run_pytest(command[3:], cwd, {**os.environ, **(env or {})}, timeout)
     data = json.loads(report.read_text()) if report.exists() else None
-    return done.returncode, done.stdout + done.stderr, data
+    return code, output, data
 
 
 def verdicts(report, verdict):
