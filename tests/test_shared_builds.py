@@ -3,6 +3,7 @@ later build is a copy of its structure over the same weights, its seed recorded 
 state its build left restored; a weight changed in place sends the next build back to the code, and each later one
 copies the weights; the checker's small sizes are built from each example's seed as before."""
 import dataclasses
+import resource
 import threading
 
 import torch
@@ -104,3 +105,24 @@ def test_a_block_that_cannot_be_copied_is_built_each_time():
     impl = Implementation("uncopyable", {"feed_forward": HoldsALock})
     a, b = case(impl, LARGE, seed=1).build("feed_forward"), case(impl, LARGE, seed=2).build("feed_forward")
     assert not torch.equal(first_weight(a), first_weight(b))
+
+
+def kept_under_a_limit(left):
+    """``(budget, whether a build of 8.4 MB of weights was kept)`` with ``left`` bytes of address space left."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        mapped = int(statm.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + left, hard))
+    try:
+        room, impl = shared_builds.budget(), Implementation("limited", {"feed_forward": feed_forward})
+        case(impl, LARGE, seed=1).build("feed_forward")
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    return room, bool(shared_builds.KEPT.get(impl))
+
+
+def test_under_a_memory_limit_only_a_quarter_of_what_is_left_is_kept():
+    room, kept = kept_under_a_limit(400 << 20)
+    assert 90 << 20 <= room <= 100 << 20 and kept
+    room, kept = kept_under_a_limit(28 << 20)
+    assert room <= 7 << 20 and not kept

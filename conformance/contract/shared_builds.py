@@ -25,10 +25,17 @@ LARGE = 1 << 20
 
 
 def budget():
-    """Bytes of kept weights: a quarter of the address space a process may take (grading limits each run's), else
-    2 GiB."""
+    """Bytes of kept weights: a quarter of the address space a process may still take where it is limited (grading
+    limits each run's), else 2 GiB."""
     limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-    return 2 << 30 if limit == resource.RLIM_INFINITY else limit // 4
+    if limit == resource.RLIM_INFINITY:
+        return 2 << 30
+    try:
+        with open("/proc/self/statm") as statm:
+            mapped = int(statm.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        mapped = 0
+    return max(0, limit - mapped) // 4
 
 
 @dataclass
