@@ -294,7 +294,10 @@ def size_knobs(namespace, modules, module_classes):
     classes do and others read constants (``FeedForward(d_model)`` reading ``D_FF``, ``MultiHeadAttention(h)``
     reading ``D_MODEL``), the knobs are the constants a class's own code reads (:func:`globals_read`): the author
     sets them to match the arguments, and so does the checker. A dropout rate is then no knob: a rate given as an
-    argument that does not reach the blocks reading the constant is what ``dropout_rate_ignored`` names (§5.4)."""
+    argument that does not reach the blocks reading the constant is what ``dropout_rate_ignored`` names (§5.4).
+
+    A pad index (``PAD_IDX = 1``, the padding token of its author's vocabulary) is kept whoever reads it: a padding
+    helper taking none reads it (:func:`with_pad_index` sets it for the call), and no block is built through it."""
     sizes = [p for cls in module_classes for p in constructor_parameters(cls)
              if argument_role(p) in ("d_model", "h", "d_ff")]
     knobs, seen = [], set()
@@ -310,11 +313,12 @@ def size_knobs(namespace, modules, module_classes):
             if canonical in SIZE_FIELDS and type(value) is int and value > 0 or canonical == "dropout" \
                     and type(value) is float and 0 <= value < 1 or canonical == "pad_idx" and type(value) is int:
                 knobs.append((values, name, canonical))
+    pads = [knob for knob in knobs if knob[2] == "pad_idx"]  # (for a padding helper reading one: with_pad_index)
     if not sizes:
-        return knobs if any(field == "d_model" for _, _, field in knobs) else []
+        return knobs if any(field == "d_model" for _, _, field in knobs) else pads
     read = {(id(values), name) for cls in module_classes for values, name in globals_read(cls)}
     return [(values, name, field) for values, name, field in knobs
-            if (id(values), name) in read and field != "dropout"]
+            if (id(values), name) in read and field not in ("dropout", "pad_idx")] + pads
 
 
 def derived_globals(knobs, modules):

@@ -102,12 +102,13 @@ def load_from_path(path):
     modules = loaded.project_modules()  # (what the author's scripts imported, and the globals they set)
     namespace = loaded.namespace(modules)
     knobs = size_knobs(namespace, modules, classes)
-    if knobs:
-        notes.append(describe_knobs(knobs))
-        derived_globals(knobs, modules)
-        set_size_globals(knobs, PROBE)
+    sizes = [knob for knob in knobs if knob[2] != "pad_idx"]
+    if sizes:
+        notes.append(describe_knobs(sizes))
+        derived_globals(sizes, modules)
+        set_size_globals(sizes, PROBE)
     found = discover(namespace, loaded.module.__name__, overrides, modules, observation)
-    for builder in found.roles.values() if knobs else ():  # the sizes reach the code through its globals
+    for builder in found.roles.values() if sizes else ():  # the sizes reach the code through its globals
         if isinstance(getattr(builder, "hyperparameters", None), set):
             builder.hyperparameters |= {"src_vocab" if f == "vocab_size" else f for _, _, f in knobs} - {
                 "max_len", "pad_idx"}

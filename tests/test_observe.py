@@ -349,3 +349,35 @@ def test_a_mask_argument_no_run_shows_leaves_a_future_leak_unblamed(tmp_path):
                   "later_target_tokens_leave_earlier_positions_in_place"):
         record = records[("model", check)]
         assert (record["verdict"], record["cause"]) == ("missing", "adapter.mask_parameter_not_fed"), output
+
+
+PAD_OF_ITS_VOCABULARY = '''
+import torch
+import torch.nn as nn
+
+PAD_IDX = 1  # (the padding token of the author's vocabulary)
+
+
+def generate_padding_mask(tokens):
+    return (tokens != PAD_IDX).unsqueeze(-2)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.w_2(torch.relu(self.w_1(x)))
+'''
+
+
+def test_a_pad_index_of_its_own_beside_classes_taking_their_sizes_is_set_through_its_global(tmp_path):
+    """A padding helper reading a module constant (``PAD_IDX = 1``, as a vocabulary padding with 1 has it) beside
+    blocks that take their sizes as arguments: the pad index the check asks for is set through the constant, and the
+    helper's mask is judged for what it computes, not failed for the pad index it was never given."""
+    _, output, _, records = run_on_source(tmp_path, "own_pad.py", PAD_OF_ITS_VOCABULARY, "-k", "padding_mask_helper")
+    assert records[("padding_mask", "padding_mask_helper")]["verdict"] == "pass", output
+    next_token = PAD_OF_ITS_VOCABULARY.replace("tokens != PAD_IDX", "tokens != PAD_IDX + 1")
+    _, output, _, records = run_on_source(tmp_path, "own_pad_next.py", next_token, "-k", "padding_mask_helper")
+    assert records[("padding_mask", "padding_mask_helper")]["cause"] == "padding_mask.wrong", output
