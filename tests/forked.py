@@ -1,5 +1,5 @@
 """``python -m pytest ARGS`` for the tests, each run a fresh process forked from one that has already imported
-torch, hypothesis and pytest: the same isolation as a subprocess (nothing a run does reaches the next), without the
+torch and pytest: the same isolation as a subprocess (nothing a run does reaches the next), without the
 two to four seconds of imports each of the few hundred suite runs of ``pytest tests`` would pay again.
 
 One server per test process (each xdist worker has its own), started at the first run by ``multiprocessing``'s
@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tempfile
 
-PRELOADED = ["torch", "numpy", "hypothesis", "pytest", "xdist"]
-"""Imported once in the server: third-party packages whose import reads no setting of a run."""
+PRELOADED = ["torch", "numpy", "pytest"]
+"""Imported once in the server: third-party packages whose import reads no setting of a run, and no pytest plugin
+(pytest would warn that it cannot rewrite one already imported)."""
 CONTEXT = None
 
 
