@@ -294,10 +294,7 @@ def size_knobs(namespace, modules, module_classes):
     classes do and others read constants (``FeedForward(d_model)`` reading ``D_FF``, ``MultiHeadAttention(h)``
     reading ``D_MODEL``), the knobs are the constants a class's own code reads (:func:`globals_read`): the author
     sets them to match the arguments, and so does the checker. A dropout rate is then no knob: a rate given as an
-    argument that does not reach the blocks reading the constant is what ``dropout_rate_ignored`` names (§5.4).
-
-    A pad index (``PAD_IDX = 1``, the padding token of its author's vocabulary) is kept whoever reads it: a padding
-    helper taking none reads it (:func:`with_pad_index` sets it for the call), and no block is built through it."""
+    argument that does not reach the blocks reading the constant is what ``dropout_rate_ignored`` names (§5.4)."""
     sizes = [p for cls in module_classes for p in constructor_parameters(cls)
              if argument_role(p) in ("d_model", "h", "d_ff")]
     knobs, seen = [], set()
@@ -313,12 +310,11 @@ def size_knobs(namespace, modules, module_classes):
             if canonical in SIZE_FIELDS and type(value) is int and value > 0 or canonical == "dropout" \
                     and type(value) is float and 0 <= value < 1 or canonical == "pad_idx" and type(value) is int:
                 knobs.append((values, name, canonical))
-    pads = [knob for knob in knobs if knob[2] == "pad_idx"]  # (for a padding helper reading one: with_pad_index)
     if not sizes:
-        return knobs if any(field == "d_model" for _, _, field in knobs) else pads
+        return knobs if any(field == "d_model" for _, _, field in knobs) else []
     read = {(id(values), name) for cls in module_classes for values, name in globals_read(cls)}
     return [(values, name, field) for values, name, field in knobs
-            if (id(values), name) in read and field not in ("dropout", "pad_idx")] + pads
+            if (id(values), name) in read and field != "dropout"]
 
 
 def derived_globals(knobs, modules):
@@ -378,15 +374,40 @@ def globals_read(cls):
     for method in vars(cls).values():
         function = inspect.unwrap(getattr(method, "__func__", method)) if callable(
             getattr(method, "__func__", method)) else None
-        code = getattr(function, "__code__", None)
-        if code is None:
+        found += function_globals(function)
+    return found
+
+
+def function_globals(function):
+    """``[(module dict, name)]``: the global names ``function`` reads, its nested functions and comprehensions
+    included; [] for what has no code."""
+    code, found = getattr(function, "__code__", None), []
+    stack = [code] if code is not None else []
+    while stack:
+        code = stack.pop()
+        found += [(function.__globals__, i.argval) for i in dis.get_instructions(code)
+                  if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+        stack += [c for c in code.co_consts if inspect.iscode(c)]
+    return found
+
+
+def pad_globals_read(helper, depth=0):
+    """``[(module dict, name, "pad_idx")]``: the module-level pad indices (``PAD_IDX = 1``, its vocabulary's padding
+    token) that the author's function behind the canonical padding-mask ``helper`` reads (found through the closures
+    of the checker's wrappers around it); [] where none is read or no function of the author's is found."""
+    if depth > 3 or not callable(helper):
+        return []
+    if not getattr(helper, "__module__", "").startswith(("adapters", "conformance")):
+        return [(values, name, "pad_idx") for values, name in function_globals(helper)
+                if argument_role(name) == "pad_idx" and type(values.get(name)) is int]
+    found = []
+    for cell in getattr(helper, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:  # (an empty cell)
             continue
-        stack = [code]
-        while stack:
-            code = stack.pop()
-            found += [(function.__globals__, i.argval) for i in dis.get_instructions(code)
-                      if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
-            stack += [c for c in code.co_consts if inspect.iscode(c)]
+        if inspect.isfunction(inner) or hasattr(inner, "target"):
+            found += pad_globals_read(getattr(inner, "target", inner), depth + 1)
     return found
 
 

@@ -20,7 +20,8 @@ from adapters.cells import code_of
 from adapters.in_place import reading_note
 from adapters.lint import parsed, read_classes, read_factories
 from adapters.loading import cell_file, load_code
-from adapters.observe import derived_globals, describe_knobs, observe, size_knobs, with_pad_index
+from adapters.observe import (derived_globals, describe_knobs, observe, pad_globals_read, size_knobs,
+                              with_pad_index)
 from adapters.repairs import repaired_namespace
 from conformance.contract.interface import Implementation, set_size_globals
 from conformance.contract.verdicts import Unusable
@@ -102,20 +103,21 @@ def load_from_path(path):
     modules = loaded.project_modules()  # (what the author's scripts imported, and the globals they set)
     namespace = loaded.namespace(modules)
     knobs = size_knobs(namespace, modules, classes)
-    sizes = [knob for knob in knobs if knob[2] != "pad_idx"]
-    if sizes:
-        notes.append(describe_knobs(sizes))
-        derived_globals(sizes, modules)
-        set_size_globals(sizes, PROBE)
+    if knobs:
+        notes.append(describe_knobs(knobs))
+        derived_globals(knobs, modules)
+        set_size_globals(knobs, PROBE)
     found = discover(namespace, loaded.module.__name__, overrides, modules, observation)
-    for builder in found.roles.values() if sizes else ():  # the sizes reach the code through its globals
+    for builder in found.roles.values() if knobs else ():  # the sizes reach the code through its globals
         if isinstance(getattr(builder, "hyperparameters", None), set):
             builder.hyperparameters |= {"src_vocab" if f == "vocab_size" else f for _, _, f in knobs} - {
                 "max_len", "pad_idx"}
     names = {binding.name: role for role, binding in found.bindings.items()}
     roles, uncompiled = dict(found.roles), []
-    if "padding_mask" in roles:
-        roles["padding_mask"] = with_pad_index(roles["padding_mask"], knobs)
+    if "padding_mask" in roles:  # (a pad index of its own the helper reads, whoever else reads it)
+        known = {(id(values), name) for values, name, _ in knobs}
+        read = [knob for knob in pad_globals_read(roles["padding_mask"]) if (id(knob[0]), knob[1]) not in known]
+        roles["padding_mask"] = with_pad_index(roles["padding_mask"], knobs + read)
     for role, (name, problem) in roles_in_uncompiled_cells(loaded.problems, vars(loaded.module), roles).items():
         roles[role] = never_defined(name, problem.message)
         uncompiled.append(f"{role}: {name} is defined in a cell that does not compile ({problem.message})")

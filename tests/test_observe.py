@@ -375,9 +375,15 @@ class FeedForward(nn.Module):
 def test_a_pad_index_of_its_own_beside_classes_taking_their_sizes_is_set_through_its_global(tmp_path):
     """A padding helper reading a module constant (``PAD_IDX = 1``, as a vocabulary padding with 1 has it) beside
     blocks that take their sizes as arguments: the pad index the check asks for is set through the constant, and the
-    helper's mask is judged for what it computes, not failed for the pad index it was never given."""
+    helper's mask is judged for what it computes, not failed for the pad index it was never given; a pad index the
+    helper does not read is left alone, its own constant still one the checker cannot set."""
     _, output, _, records = run_on_source(tmp_path, "own_pad.py", PAD_OF_ITS_VOCABULARY, "-k", "padding_mask_helper")
     assert records[("padding_mask", "padding_mask_helper")]["verdict"] == "pass", output
+    other_constant = PAD_OF_ITS_VOCABULARY.replace("tokens != PAD_IDX", "tokens != EMPTY").replace(
+        "PAD_IDX = 1", "PAD_IDX = 1  # (its data pipeline's)\nEMPTY = 0")
+    _, output, _, records = run_on_source(tmp_path, "own_empty.py", other_constant, "-k", "padding_mask_helper")
+    record = records[("padding_mask", "padding_mask_helper")]
+    assert (record["verdict"], record["cause"]) == ("missing", "adapter.pad_idx_not_taken"), output
     next_token = PAD_OF_ITS_VOCABULARY.replace("tokens != PAD_IDX", "tokens != PAD_IDX + 1")
     _, output, _, records = run_on_source(tmp_path, "own_pad_next.py", next_token, "-k", "padding_mask_helper")
     assert records[("padding_mask", "padding_mask_helper")]["cause"] == "padding_mask.wrong", output
