@@ -3,9 +3,9 @@
 A block of a million parameters or more is code at its author's own sizes (d_model = 512, six layers, §3 and Table 3:
 44 million parameters), and building it draws every weight at random, a second or more a build, where a check's
 forward pass at small batches costs a fraction of that. Such a build is kept, per configuration its builder
-receives, device and dtype (another dtype converted from it), and each later build of it is a copy of its structure whose weight matrices view the
-kept ones: new ``Parameter`` objects (their gradients, flags and replacements the copy's own) over the same storage
-and version counters. A check that changes such a weight in place bumps its version: the kept build is then dropped,
+receives, device and dtype (another dtype converted from it), and each later build of it is a copy of its structure
+whose weight matrices view the kept ones: new ``Parameter`` objects (their gradients, flags and replacements the
+copy's own) over the same storage and version counters. A check that changes such a weight in place bumps its version: the kept build is then dropped,
 built again and kept apart, each later copy copying its weights. A copy leaves the random state its own build left
 (dropout draws the same masks after it), and the case records the seed that drew its weights, for the
 reproduction. The checker's own drawn sizes stay far below the threshold: every block is built from each example's
