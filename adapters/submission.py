@@ -115,9 +115,7 @@ def load_from_path(path):
     names = {binding.name: role for role, binding in found.bindings.items()}
     roles, uncompiled = dict(found.roles), []
     if "padding_mask" in roles:  # (a pad index of its own the helper reads, whoever else reads it)
-        known = {(id(values), name) for values, name, _ in knobs}
-        read = [knob for knob in pad_globals_read(roles["padding_mask"]) if (id(knob[0]), knob[1]) not in known]
-        roles["padding_mask"] = with_pad_index(roles["padding_mask"], knobs + read)
+        roles["padding_mask"] = with_pad_index(roles["padding_mask"], knobs + pad_globals_read(roles["padding_mask"]))
     for role, (name, problem) in roles_in_uncompiled_cells(loaded.problems, vars(loaded.module), roles).items():
         roles[role] = never_defined(name, problem.message)
         uncompiled.append(f"{role}: {name} is defined in a cell that does not compile ({problem.message})")

@@ -3,7 +3,6 @@ report."""
 import fcntl
 import json
 import os
-import sys
 import tomllib
 from pathlib import Path
 
@@ -29,9 +28,9 @@ def seed(stem):
 def run_suite(*args, cwd=ROOT, env=None, tmp_path=None, timeout=600):
     """``python -m pytest conformance ARGS --report-json``; returns (exit code, output, report or None)."""
     report = Path(tmp_path or cwd) / f"report-{os.getpid()}-{len(args)}-{abs(hash(args))}.json"
-    command = [sys.executable, "-m", "pytest", *(args if "--pyargs" in args else ("conformance", *args)),
-               "-q", "-p", "no:randomly", f"--report-json={report}"]
-    code, output = run_pytest(command[3:], cwd, {**os.environ, **(env or {})}, timeout)
+    arguments = [*(args if "--pyargs" in args else ("conformance", *args)), "-q", "-p", "no:randomly",
+                 f"--report-json={report}"]
+    code, output = run_pytest(arguments, cwd, {**os.environ, **(env or {})}, timeout)
     data = json.loads(report.read_text()) if report.exists() else None
     return code, output, data
 

@@ -1,6 +1,7 @@
 """What every check uses: a :class:`Case` (implementation, configuration, inputs) and the canonical calls."""
 import contextlib
 import dataclasses
+import functools
 import itertools
 import weakref
 from dataclasses import dataclass
@@ -116,9 +117,8 @@ class Case:
         seed_generators(self.seed, self.device)
         own_sizes, width = SIZES_OF_THEIR_OWN.setdefault(self.impl, {}), (role, self.cfg.d_model, causal)
         ignored = own_sizes.get(width)
-        received = getattr(self.impl, "sizes_received", None)  # (grading's judge builds on the other side)
-        key = received and (role, causal, self.device, received(role, self.cfg, causal))
-        reused = shared_builds.take(self.impl, key, self.dtype) if ignored is None and key else None
+        key_of = functools.partial(self.shared_build_key, role, causal)
+        reused = shared_builds.take(self.impl, key_of, self.dtype) if ignored is None else None
         if reused is not None:
             module, self.build_seeds[role] = reused
         elif ignored is None:
@@ -135,14 +135,18 @@ class Case:
             raise Missing("adapter.sizes_fixed_by_the_code", f"the {role} built at the configured sizes ({self.cfg})",
                           ignored)
         if reused is None:
-            random_state = torch.default_generator.get_state()
             if not in_place_already(module, self.device, self.dtype):
                 module.to(device=self.device, dtype=self.dtype)
-            if key:
-                module = shared_builds.keep(self.impl, key, self.dtype, module, self.seed, random_state)
+            module = shared_builds.keep(self.impl, key_of, self.dtype, module, self.seed)
         if WATCH is not None:
             WATCH.module(role, module)
         return module.train(train)
+
+    def shared_build_key(self, role, causal):
+        """What a build of ``role`` is kept under in ``shared_builds``: the role, its causal switch, the device and
+        the sizes its code receives; None where the implementation builds on the other side of grading's judge."""
+        received = getattr(self.impl, "sizes_received", None)
+        return received and (role, causal, self.device, received(role, self.cfg, causal))
 
     # -- inputs -------------------------------------------------------------------------------
     def randn(self, *shape):

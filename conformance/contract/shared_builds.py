@@ -5,11 +5,11 @@ A block of a million parameters or more is code at its author's own sizes (d_mod
 forward pass at small batches costs a fraction of that. Such a build is kept, per configuration its builder
 receives, device and dtype (another dtype converted from it), and each later build of it is a copy of its structure
 whose weight matrices view the kept ones: new ``Parameter`` objects (their gradients, flags and replacements the
-copy's own) over the same storage and version counters. A check that changes such a weight in place bumps its version: the kept build is then dropped,
-built again and kept apart, each later copy copying its weights. A copy leaves the random state its own build left
-(dropout draws the same masks after it), and the case records the seed that drew its weights, for the
-reproduction. The checker's own drawn sizes stay far below the threshold: every block is built from each example's
-seed there.
+copy's own) over the same storage and version counters. A check that changes such a weight in place bumps its
+version: the kept build is then dropped, built again and kept apart, each later copy copying its weights. A copy
+leaves the random state its own build left (dropout draws the same masks after it), and the case records the seed
+that drew its weights, for the reproduction. The checker's own drawn sizes stay far below the threshold: every block
+is built from each example's seed there, and no key is made for it.
 """
 import collections
 import copy
@@ -85,13 +85,14 @@ def structure_copy(module, viewing=True):
         return None
 
 
-def take(impl, key, dtype):
-    """``(a copy of the build kept under key in dtype, its seed)`` with the random state its build left restored;
-    one kept in another dtype is converted (its weights not drawn again: a build converts its own); None when none is
-    kept, or a check changed the weights its copies view since (it is dropped, and kept apart from then on:
-    :data:`CHANGED_IN_PLACE`)."""
-    kept_here = KEPT.get(impl) or {}
-    for (other_key, other_dtype), kept in list(kept_here.items()):
+def take(impl, key_of, dtype):
+    """``(a copy of the build kept under the key ``key_of()`` makes, in dtype, its seed)`` with the random state its
+    build left restored; one kept in another dtype is converted (its weights not drawn again: a build converts its
+    own); None when none is kept, or a check changed the weights its copies view since (it is dropped, and kept apart
+    from then on: :data:`CHANGED_IN_PLACE`). The key is made only where this implementation has builds kept."""
+    kept_here = KEPT.get(impl)
+    key = key_of() if kept_here else None
+    for (other_key, other_dtype), kept in list(kept_here.items()) if key is not None else ():
         if other_key != key or (other_dtype != dtype and (key, dtype) in kept_here):
             continue
         copied = None
@@ -102,7 +103,7 @@ def take(impl, key, dtype):
         else:
             converted = structure_copy(kept.module, viewing=False)
             return None if converted is None else (
-                keep(impl, key, dtype, converted.to(dtype=dtype), kept.seed, kept.random_state), kept.seed)
+                stored(impl, key, dtype, converted.to(dtype=dtype), kept.seed, kept.random_state), kept.seed)
         if copied is None:
             del kept_here[(other_key, other_dtype)]
             return None
@@ -112,17 +113,26 @@ def take(impl, key, dtype):
     return None
 
 
-def keep(impl, key, dtype, module, seed, random_state):
-    """``module`` (built from ``seed``, leaving ``random_state``, and moved to its device and ``dtype``) kept under
-    ``key`` and its dtype when large and on the CPU; returns what the check is to use: a copy of it, or the module
-    itself where it is not kept."""
+def keep(impl, key_of, dtype, module, seed):
+    """``module``, just built from ``seed`` and moved to its device and ``dtype``, kept under the key ``key_of()``
+    makes (None: not to be kept) and its dtype when large and on the CPU, with the random state its build left;
+    returns what the check is to use: a copy of it, or the module itself where it is not kept. The key is made only
+    for a large block."""
     weights = tensors(module)
     if sum(t.numel() for t in weights) < LARGE or any(t.device.type != "cpu" for t in weights):
         return module
+    key = key_of()
+    return module if key is None else stored(impl, key, dtype, module, seed, torch.default_generator.get_state())
+
+
+def stored(impl, key, dtype, module, seed, random_state):
+    """:func:`keep`'s work once the block is known large: the copy the check uses, the block kept within
+    :func:`budget`, the least recently used dropped first."""
     viewing = key not in CHANGED_IN_PLACE.get(impl, ())
     used = structure_copy(module, viewing)
     if used is None:
         return module
+    weights = tensors(module)
     kept_here = KEPT.setdefault(impl, collections.OrderedDict())
     nbytes, room = sum(t.numel() * t.element_size() for t in weights), budget()
     while kept_here and sum(k.nbytes for k in kept_here.values()) + nbytes > room:
