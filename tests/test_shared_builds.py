@@ -1,7 +1,8 @@
 """A block at its author's own sizes (a million parameters or more) is built once per configuration and shared: each
 later build is a copy of its structure over the same weights, its seed recorded for the reproduction and the random
-state its build left restored; a weight changed in place sends the next build back to the code, and each later one
-copies the weights; the checker's small sizes are built from each example's seed as before."""
+state its build left restored; the checker's own writes give a copy's weight storage of its own, while a weight its
+code changes in place sends the next build back to the code, and each later one copies the weights; the checker's
+small sizes are built from each example's seed as before."""
 import dataclasses
 import resource
 import threading
@@ -59,7 +60,7 @@ def test_what_a_check_does_to_its_copy_stays_there():
     assert all(p.grad is None for p in again.parameters()) and again[0].weight.requires_grad
 
 
-def test_a_weight_changed_in_place_sends_the_next_build_back_to_the_code():
+def test_a_weight_its_code_changes_in_place_sends_the_next_build_back_to_the_code():
     impl = Implementation("shared", {"feed_forward": feed_forward})
     used = case(impl, LARGE, seed=1).build("feed_forward")
     with torch.no_grad():
@@ -71,6 +72,22 @@ def test_a_weight_changed_in_place_sends_the_next_build_back_to_the_code():
         rebuilt[0].weight.zero_()
     copied = case(impl, LARGE, seed=3).build("feed_forward")
     assert copied[0].weight.abs().sum() > 0 and first_weight(copied).data_ptr() != first_weight(rebuilt).data_ptr()
+
+
+def test_the_checkers_own_writes_leave_the_kept_weights_and_their_sharing_as_they_were():
+    impl = Implementation("shared", {"feed_forward": feed_forward})
+    used = case(impl, LARGE, seed=1).build("feed_forward")
+    drawn = first_weight(used).clone()
+    shared_builds.write(first_weight(used), torch.zeros(2048, 512))  # (as a check maps or zeroes weights)
+    shared_builds.write(first_weight(used), torch.ones(2048, 512))  # (and writes the same weight again)
+    assert torch.equal(first_weight(used), torch.ones(2048, 512))
+    later = case(impl, LARGE, seed=2)
+    again = later.build("feed_forward")
+    assert torch.equal(first_weight(again), drawn) and later.build_seeds == {"feed_forward": 1}  # still shared
+    small = case(impl, SMALL, seed=1).build("feed_forward")  # (a build not kept: written in place, as before)
+    weight = first_weight(small)
+    shared_builds.write(weight, torch.zeros_like(weight))
+    assert first_weight(small) is weight and not weight.any() and weight._version > 0
 
 
 def test_shared_per_dtype_and_per_configuration_received():
@@ -123,6 +140,6 @@ def kept_under_a_limit(left):
 
 def test_under_a_memory_limit_only_a_quarter_of_what_is_left_is_kept():
     room, kept = kept_under_a_limit(400 << 20)
-    assert 90 << 20 <= room <= 100 << 20 and kept
+    assert 64 << 20 <= room <= 100 << 20 and kept  # (a thread's first allocation may map an arena of 64 MiB)
     room, kept = kept_under_a_limit(28 << 20)
     assert room <= 7 << 20 and not kept

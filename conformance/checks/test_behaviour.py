@@ -15,6 +15,7 @@ from conformance.diagnosis import variants
 from conformance.contract.harness import (MODULE_ROLES, Case, assert_close, canonical_inputs, difference, if_the_checker_sets,
                                           inputs_not_accepted, run, tolerance)
 from conformance.contract.probes import dropout_control, set_identity_projections, split_heads
+from conformance.contract.shared_builds import write
 from conformance.contract.verdicts import Deviation, Failure, Missing
 from conformance.contract.weights import (adopt_eps, layer_lists, map_reference_weights, parameter_shapes, pinned_by_shapes,
                                  sub_layer_modules, zero_non_norm_parameters)
@@ -462,9 +463,8 @@ def drops_every_sub_layer_output(block, inputs, nullifiers, changed):
         nullify()
     if not changed():
         return True
-    with torch.no_grad():
-        for p, saved in zip(block.parameters(), weights):
-            p.copy_(saved)
+    for p, saved in zip(block.parameters(), weights):
+        write(p, saved)
     inputs[:] = given
     return False
 

@@ -21,6 +21,9 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from conformance.contract.shared_builds import write
+
+
 @contextlib.contextmanager
 def hooked(handles):
     """Hooks (``register_forward_hook`` and the like handles) removed when the block ends, whatever happens in it."""
@@ -226,13 +229,13 @@ def set_identity_projections(module, d_model, d_k, head_major=False):
     per_head = 0
     for name, p in module.named_parameters():
         if p.dim() == 1:
-            p.zero_()
+            write(p, torch.zeros_like(p))
             continue
         value = identity_weight(tuple(p.shape), d_model, d_k, per_head // 3, head_major)
         if value is None:
             return False
         per_head += p.shape[0] == d_k != d_model
-        p.copy_(value)
+        write(p, value)
     return True
 
 

@@ -5,8 +5,10 @@ A block of a million parameters or more is code at its author's own sizes (d_mod
 forward pass at small batches costs a fraction of that. Such a build is kept, per configuration its builder
 receives, device and dtype (another dtype converted from it), and each later build of it is a copy of its structure
 whose weight matrices view the kept ones: new ``Parameter`` objects (their gradients, flags and replacements the
-copy's own) over the same storage and version counters. A check that changes such a weight in place bumps its
-version: the kept build is then dropped, built again and kept apart, each later copy copying its weights. A copy
+copy's own) over the same storage and version counters. The checker's own writes to weights go through
+:func:`write`, which gives such a weight storage of its own instead of changing the kept one; any other change in
+place (the code's own) bumps a version: the kept build is then dropped, built again and kept apart, each later copy
+copying its weights. A copy
 leaves the random state its own build left (dropout draws the same masks after it), and the case records the seed
 that drew its weights, for the reproduction. The checker's own drawn sizes stay far below the threshold: every block
 is built from each example's seed there, and no key is made for it.
@@ -47,6 +49,8 @@ class Kept:
     random_state: torch.Tensor
     versions: list | None
     nbytes: int
+    storages: frozenset = frozenset()
+    """The data pointers of the storages its copies view."""
 
 
 KEPT = weakref.WeakKeyDictionary()
@@ -139,6 +143,31 @@ def stored(impl, key, dtype, module, seed, random_state):
         kept_here.popitem(last=False)
     if nbytes <= room:
         versions = [t._version for t in weights] if viewing else None
-        kept_here[(key, dtype)] = Kept(module, seed, random_state, versions, nbytes)
+        storages = frozenset(t.untyped_storage().data_ptr() for t in weights) if viewing else frozenset()
+        kept_here[(key, dtype)] = Kept(module, seed, random_state, versions, nbytes, storages)
     torch.default_generator.set_state(random_state)
     return used
+
+
+GIVEN_OWN_STORAGE = weakref.WeakValueDictionary()
+"""id -> a copy's tensor :func:`write` gave storage of its own: it still shares its kept build's version counter."""
+
+
+def write(target, value):
+    """Set ``target``, a parameter or buffer of a build, to ``value`` (``copy_`` under ``no_grad``, as a check sets
+    weights); where it views a kept build's weights, by giving it storage of its own instead, so that the kept build
+    and its other copies keep the weights their code drew (and the version counter it shares with them says no
+    change that is not there)."""
+    with torch.no_grad():
+        if target.is_leaf and target._base is None and (
+                GIVEN_OWN_STORAGE.get(id(target)) is target or views_a_kept_build(target)):
+            target.data = torch.empty_like(target).copy_(value)
+            GIVEN_OWN_STORAGE[id(target)] = target
+        else:
+            target.copy_(value)
+
+
+def views_a_kept_build(tensor):
+    """Whether ``tensor``'s storage is that of a kept build's weight."""
+    storage = tensor.untyped_storage().data_ptr()
+    return any(storage in kept.storages for kept_here in list(KEPT.values()) for kept in kept_here.values())

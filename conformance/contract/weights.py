@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 
 from conformance.contract.probes import ignores_input_scale, is_kernel_one_convolution
+from conformance.contract.shared_builds import write
 
 
 NORM_TYPES = tuple(t for t in (nn.LayerNorm, getattr(nn, "RMSNorm", None)) if t is not None)
@@ -88,10 +89,10 @@ def zero_non_norm_parameters(module, bias_value=None, d_model=None):
             if id(p) in norm_ids:
                 continue
             if bias_value is not None and p.dim() == 1 and p.numel() == d_model:
-                p.copy_(bias_value.to(p.dtype))
+                write(p, bias_value.to(p.dtype))
                 set_to_value += 1
             else:
-                p.zero_()
+                write(p, torch.zeros_like(p))
     return set_to_value
 
 
@@ -237,10 +238,9 @@ def _gather(c, is_norm, pending):
 
 
 def _copy(plan):
-    with torch.no_grad():
-        for c, sources in plan:
-            c.copy_(torch.cat([s.detach().to(device=c.device, dtype=c.dtype) for s in sources], dim=0)
-                    if c.dim() else sources[0].detach().to(device=c.device, dtype=c.dtype))
+    for c, sources in plan:
+        write(c, torch.cat([s.detach().to(device=c.device, dtype=c.dtype) for s in sources], dim=0)
+              if c.dim() else sources[0].detach().to(device=c.device, dtype=c.dtype))
 
 
 EPS_NAMES = ("eps", "epsilon", "variance_epsilon", "variance_eps", "var_eps", "layer_norm_eps", "norm_eps")
