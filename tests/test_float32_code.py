@@ -141,3 +141,42 @@ def test_a_built_block_is_moved_only_when_moving_it_changes_something(dtype):
     assert harness.in_place_already(plain, "cpu", torch.float32)
     assert not harness.in_place_already(plain, "cpu", torch.float64)
     assert not harness.in_place_already(MovesAPlainTensor(4), "cpu", torch.float32)
+
+
+class KeepsItsNormInTraining(torch.nn.Module):
+    """A block with a ``train`` of its own (its LayerNorm stays in training mode) beside a shared sub-block and a
+    tied weight."""
+
+    def __init__(self, d_model):
+        super().__init__()
+        self.first = torch.nn.Linear(d_model, d_model)
+        self.again = self.first  # (the same block twice)
+        self.tied = torch.nn.Linear(d_model, d_model)
+        self.tied.weight = self.first.weight
+        self.norm = torch.nn.LayerNorm(d_model)
+        self.register_buffer("table", torch.zeros(3, d_model))
+
+    def train(self, mode=True):
+        super().train(mode)
+        self.norm.training = True
+        return self
+
+    def forward(self, x):
+        return self.norm(self.tied(self.first(x)))
+
+
+def test_one_walk_of_a_new_build_reads_what_torchs_walks_read():
+    """A build is walked once for its readings (widths, device and dtype, size, mode): the blocks, parameters and
+    buffers torch's own walks give, each once, and a block's own ``train`` still runs."""
+    block = KeepsItsNormInTraining(4)
+    walked = harness.Walked.of(block)
+    assert walked.blocks == list(block.modules())
+    assert [id(p) for p in walked.parameters] == [id(p) for p in block.parameters()]
+    assert [id(b) for b in walked.buffers] == [id(b) for b in block.buffers()]
+    impl = Implementation("own_train", {"feed_forward": lambda d_model, d_ff, dropout: KeepsItsNormInTraining(d_model)})
+    built = Case(impl, Config(d_model=4, h=2, d_ff=8, N=1), batch=1, src_len=2, tgt_len=3, dtype=torch.float64,
+                 seed=0).build("feed_forward")
+    assert not built.training and built.norm.training and not built.first.training
+    plain = Case(Implementation("plain", {"feed_forward": ref.FeedForwardNetwork}), Config(d_model=4, h=2, d_ff=8, N=1),
+                 batch=1, src_len=2, tgt_len=3, dtype=torch.float32, seed=0).build("feed_forward", train=True)
+    assert all(m.training for m in plain.modules())

@@ -36,15 +36,50 @@ def seed_generators(seed, device):
         torch.cuda.manual_seed_all(seed)
 
 
-def in_place_already(module, device, dtype):
+@dataclass
+class Walked:
+    """A block's sub-blocks (itself first), parameters and buffers, each once and in the order ``modules()``,
+    ``parameters()`` and ``buffers()`` give them: one walk for the several readings of a new build, each of which
+    walked the whole block again (a third of what the checker adds to a small build)."""
+    blocks: list
+    parameters: list
+    buffers: list
+
+    @classmethod
+    def of(cls, module):
+        blocks = list(module.modules())
+        return cls(blocks, unique(m._parameters.values() for m in blocks), unique(m._buffers.values() for m in blocks))
+
+
+def unique(groups):
+    """The tensors of ``groups``, each once, None left out, in order."""
+    seen = {}
+    for group in groups:
+        for t in group:
+            if t is not None:
+                seen.setdefault(id(t), t)
+    return list(seen.values())
+
+
+def in_place_already(module, device, dtype, walked=None):
     """Whether ``module.to(device=device, dtype=dtype)`` would change nothing: every parameter and buffer on
     ``device``, every floating one in ``dtype``, and no block moving its tensors its own way (a ``to`` or ``_apply`` of
     its own). Looking costs a fraction of the walk ``to`` makes over every block (5 % of a run's checks)."""
-    if any(type(m)._apply is not nn.Module._apply or type(m).to is not nn.Module.to for m in module.modules()):
+    walked = walked or Walked.of(module)
+    if any(type(m)._apply is not nn.Module._apply or type(m).to is not nn.Module.to for m in walked.blocks):
         return False
     device = torch.device(device)
     return all(t.device == device and (t.dtype == dtype or not t.is_floating_point())
-               for t in itertools.chain(module.parameters(), module.buffers()))
+               for t in itertools.chain(walked.parameters, walked.buffers))
+
+
+def set_mode(module, train, walked):
+    """``module.train(train)``; set on each block of ``walked`` where none has a ``train`` of its own."""
+    if any(type(m).train is not nn.Module.train for m in walked.blocks):
+        return module.train(train)
+    for m in walked.blocks:
+        m.training = train
+    return module
 
 
 TABLE_ATOL = 1e-3
@@ -118,7 +153,7 @@ class Case:
         own_sizes, width = SIZES_OF_THEIR_OWN.setdefault(self.impl, {}), (role, self.cfg.d_model, causal)
         ignored = own_sizes.get(width)
         key_of = functools.partial(self.shared_build_key, role, causal)
-        reused = shared_builds.take(self.impl, key_of, self.dtype) if ignored is None else None
+        reused, walked = shared_builds.take(self.impl, key_of, self.dtype) if ignored is None else None, None
         if reused is not None:
             module, self.build_seeds[role] = reused
         elif ignored is None:
@@ -129,18 +164,22 @@ class Case:
             if not isinstance(module, nn.Module):
                 raise Failure(f"{role}.not_a_module", f"the {role} role to build a torch.nn.Module",
                               f"{type(module).__name__}")
-            ignored = widths_not_taken(module, self.cfg)
+            walked = Walked.of(module)
+            ignored = widths_not_taken(module, self.cfg, walked)
         if ignored:
             own_sizes[width] = ignored
             raise Missing("adapter.sizes_fixed_by_the_code", f"the {role} built at the configured sizes ({self.cfg})",
                           ignored)
         if reused is None:
-            if not in_place_already(module, self.device, self.dtype):
+            if not in_place_already(module, self.device, self.dtype, walked):
                 module.to(device=self.device, dtype=self.dtype)
-            module = shared_builds.keep(self.impl, key_of, self.dtype, module, self.seed)
+                walked = Walked.of(module)  # (a buffer converted is another tensor)
+            kept = shared_builds.keep(self.impl, key_of, self.dtype, module, self.seed,
+                                      walked.parameters + walked.buffers)
+            module, walked = kept, walked if kept is module else None
         if WATCH is not None:
             WATCH.module(role, module)
-        return module.train(train)
+        return set_mode(module, train, walked) if walked else module.train(train)
 
     def shared_build_key(self, role, causal):
         """What a build of ``role`` is kept under in ``shared_builds``: the role, its causal switch, the device and
@@ -240,13 +279,14 @@ def at_real_positions(out, padded, axis=1):
     return out.masked_fill(padded.unsqueeze(-1).to(out.device), 0) if out.shape[:2] == padded.shape else out
 
 
-def widths_not_taken(module, cfg):
+def widths_not_taken(module, cfg, walked=None):
     """Words for a block whose weights show none of the configured model width (a factory building at the sizes of
     its own configuration, d_model = 512 where 6 was asked): the checker's sizes never reached it; else None."""
-    weights = [p for p in module.parameters() if not isinstance(p, nn.parameter.UninitializedParameter)]
+    walked = walked or Walked.of(module)
+    weights = [p for p in walked.parameters if not isinstance(p, nn.parameter.UninitializedParameter)]
     matrices = [p for p in weights if p.dim() >= 2] or [p for p in weights if p.dim() == 1 and p.numel() > 1]
     # (a LayerNorm's vectors where no matrix is; a scalar gain says no width)
-    tables = {id(m.weight) for m in module.modules() if isinstance(m, nn.Embedding)}
+    tables = {id(m.weight) for m in walked.blocks if isinstance(m, nn.Embedding)}
     sizes = {cfg.d_model, cfg.vocab_size, cfg.src_vocab, cfg.tgt_vocab, cfg.max_len}
     if not matrices or any(cfg.d_model in p.shape and (id(p) not in tables or p.shape[1] in sizes)
                            for p in matrices):  # (an embedding whose words are as many as d_model by chance, its

@@ -93,16 +93,29 @@ def set_size_globals(knobs, cfg):
                 continue
 
 
+SIGNATURES = {}
+"""id(builder) -> (builder, the names of its parameters; None where it takes ``**kwargs`` or shows no signature): read
+once a builder (``inspect.signature`` of a class costs as much as building a small block); the builder is held, so
+that its id stays its own."""
+
+
 def canonical_arguments(builder, cfg):
     """The canonical hyperparameters ``builder``'s signature names (all of them for ``**kwargs``)."""
-    values = dataclasses.asdict(cfg)
+    values = {field.name: getattr(cfg, field.name) for field in dataclasses.fields(cfg)}
+    held, names = SIGNATURES.get(id(builder), (None, None))
+    if held is not builder:
+        names = parameter_names(builder)
+        SIGNATURES[id(builder)] = (builder, names)
+    return values if names is None else {name: values[name] for name in names if name in values}
+
+
+def parameter_names(builder):
+    """The names of ``builder``'s parameters, None where it takes ``**kwargs`` or shows no signature."""
     try:
         parameters = inspect.signature(builder).parameters
     except (TypeError, ValueError):
-        return values
-    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        return values
-    return {name: values[name] for name in parameters if name in values}
+        return None
+    return None if any(p.kind is p.VAR_KEYWORD for p in parameters.values()) else tuple(parameters)
 
 
 def call_with_canonical_arguments(builder, cfg):

@@ -63,9 +63,9 @@ SHARED_FROM = 1 << 12
 bias, which checks set in place, is each copy's own."""
 
 
-def tensors(module):
-    """The parameters and buffers of ``module`` its copies view (:data:`SHARED_FROM`)."""
-    return [t for t in (*module.parameters(), *module.buffers()) if t.numel() >= SHARED_FROM]
+def tensors(module, every_tensor=None):
+    """The parameters and buffers of ``module`` (``every_tensor`` where given) its copies view (:data:`SHARED_FROM`)."""
+    return [t for t in every_tensor or (*module.parameters(), *module.buffers()) if t.numel() >= SHARED_FROM]
 
 
 def structure_copy(module, viewing=True):
@@ -117,12 +117,12 @@ def take(impl, key_of, dtype):
     return None
 
 
-def keep(impl, key_of, dtype, module, seed):
+def keep(impl, key_of, dtype, module, seed, every_tensor=None):
     """``module``, just built from ``seed`` and moved to its device and ``dtype``, kept under the key ``key_of()``
     makes (None: not to be kept) and its dtype when large and on the CPU, with the random state its build left;
     returns what the check is to use: a copy of it, or the module itself where it is not kept. The key is made only
-    for a large block."""
-    weights = tensors(module)
+    for a large block; ``every_tensor``: its parameters and buffers where the caller has them."""
+    weights = tensors(module, every_tensor)
     if sum(t.numel() for t in weights) < LARGE or any(t.device.type != "cpu" for t in weights):
         return module
     key = key_of()
