@@ -169,3 +169,35 @@ def test_the_authors_model_reading_an_attribute_the_reference_block_lacks_is_no_
                                                   "model and output_shape")
     record = records[("model", "output_shape")]
     assert record["verdict"] == "pass", output
+
+ADD_AND_NORM = '''
+import torch
+import torch.nn as nn
+
+
+class AddNorm(nn.Module):
+    def __init__(self, d_model, dropout):
+        super().__init__()
+        self.norm, self.dropout = nn.LayerNorm(d_model), nn.Dropout(dropout)
+
+    def forward(self, residual, {second}):
+        return self.norm(residual + self.dropout({second}))
+'''
+
+
+def test_a_two_tensor_add_and_norm_given_the_sub_layer_as_a_function_is_no_error(tmp_path):
+    """Its forward takes the sub-layer's output (``forward(residual, sublayer_out)``, LayerNorm(x + y)); the
+    canonical call of the residual block gives the sub-layer itself, a function its code never calls."""
+    code, output, report, records = run_on_source(tmp_path, "add_norm.py", ADD_AND_NORM.format(second="y"),
+                                                  "-k", "sublayer_connection and output_shape")
+    record = records[("sublayer_connection", "output_shape")]
+    assert (record["verdict"], record["cause"]) == ("missing", "adapter.call_not_as_author"), output
+    assert "takes a tensor as 'y'" in record["message"], output
+
+
+def test_a_sub_layer_argument_used_uncalled_stays_an_error(tmp_path):
+    """The same code with the argument named for the sub-layer: an author's slip (``x + sublayer``), reported."""
+    code, output, report, records = run_on_source(tmp_path, "add_norm.py", ADD_AND_NORM.format(second="sublayer"),
+                                                  "-k", "sublayer_connection and output_shape")
+    record = records[("sublayer_connection", "output_shape")]
+    assert record["verdict"] == "error", output

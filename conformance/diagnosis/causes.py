@@ -133,8 +133,9 @@ CATALOGUE = (
       "which the checker gave one number: it is not built or called as its author does"),
     E("adapter.call_not_as_author", "", "the block crashed or failed under the checker's call while the author's "
       "own enclosing block, built of the author's sub-blocks, calls it without a crash, or only with arguments of "
-      "other forms (a mask of another layout, a function for a tensor): the checker does not call it as its author "
-      "does"),
+      "other forms (a mask of another layout, a function for a tensor), or its code takes a tensor where the "
+      "checker's call gives it a function, an argument it never calls nor names for one (a two-tensor Add & Norm "
+      "given the sub-layer): the checker does not call it as its author does"),
     E("adapter.mask_not_expressible_as_lengths", "§3.2.3", "an attention takes its mask as sequence lengths, and the "
       "check's mask hides keys from some queries only (a causal triangle): the code takes that part otherwise"),
     E("adapter.not_read_in_place", "", "the sub-block's calls recorded inside the author's forward pass fit no form "

@@ -5,6 +5,7 @@ precondition the call did not meet), which are no verdict on the code (``missing
 and where in the author's code the class or function playing a role is (:func:`role_location`)."""
 import ast
 import builtins
+import functools
 import inspect
 import linecache
 import os
@@ -12,6 +13,7 @@ import re
 import textwrap
 import tokenize
 import traceback
+import types
 
 import pytest
 import torch
@@ -151,6 +153,13 @@ def checker_fault(impl, component, crash, exc, tb):
             and component in ATTENTION_BLOCKS and not impl.supports(component).takes("h"):
         return "adapter.head_count_not_taken", (f"{component}'s constructor takes no head count: its code splits the "
                                                 "drawn width by a head count of its own, which leaves a head width of 0")
+    taken = function_taken_as_a_tensor(exc, tb)
+    if taken:
+        return "adapter.call_not_as_author", (
+            f"{taken[0]} takes a tensor as {taken[1]!r} (its code never calls it, nor names it for a function) where "
+            f"the checker's canonical call of {component} gives it a function: its author gives it a tensor there "
+            "(the two-tensor \"Add & Norm\" of §3.1, LayerNorm(x + y), given the sub-layer's output y), a call the "
+            "checker does not make")
     sequence = number_for_a_sequence(exc, tb)
     if sequence:
         return "adapter.sequence_given_a_number", (f"the code indexes or iterates {sequence}, to which the checker "
@@ -271,6 +280,35 @@ def number_for_a_sequence(exc, tb):
     named = set(used_as_sequences(node)) if node is not None else set()
     numbers = [a for a in arguments if a in named and type(frame.f_locals.get(a)) in (int, float)]
     return f"the argument {numbers[0]!r} of {code.co_name}" if numbers else None
+
+
+FUNCTION_TYPE = re.compile(r"\b(builtin_function_or_method|function|method|partial)\b")
+FUNCTION_KINDS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+FUNCTION_NAME = re.compile(r"sub_?layer|^layer|_layer$|^fn|fn$|func|callable|module|block", re.IGNORECASE)
+
+
+def function_taken_as_a_tensor(exc, tb):
+    """``(function name, argument)`` when ``exc`` is Python or torch refusing a function where an object of another
+    kind is expected, raised through a function of the author's given a function in an argument that its code never
+    calls and whose name says no function (``forward(self, input_a, input_b)``): it takes a tensor there, and the
+    function was the checker's; else None. An argument named for a function (``sublayer``) and used uncalled is the
+    author's slip, and stays an error."""
+    if not isinstance(exc, (TypeError, AttributeError)) or not FUNCTION_TYPE.search(str(exc)):
+        return None
+    for frame, _ in traceback.walk_tb(tb):
+        code = frame.f_code
+        if is_checker_code(code.co_filename):
+            continue
+        arguments = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        given = [a for a in arguments if isinstance(frame.f_locals.get(a), FUNCTION_KINDS)]
+        tree = function_tree(code) if given else None
+        if tree is None:
+            continue
+        called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        taken = [a for a in given if a not in called and not FUNCTION_NAME.search(a)]
+        if taken:
+            return code.co_name, taken[0]
+    return None
 
 
 SEQUENCE_FUNCTIONS = {"len", "zip", "iter", "enumerate", "list", "tuple", "sorted", "reversed", "sum", "max", "min"}
