@@ -8,10 +8,9 @@ whose weight matrices view the kept ones: new ``Parameter`` objects (their gradi
 copy's own) over the same storage and version counters. The checker's own writes to weights go through
 :func:`write`, which gives such a weight storage of its own instead of changing the kept one; any other change in
 place (the code's own) bumps a version: the kept build is then dropped, built again and kept apart, each later copy
-copying its weights. A copy
-leaves the random state its own build left (dropout draws the same masks after it), and the case records the seed
-that drew its weights, for the reproduction. The checker's own drawn sizes stay far below the threshold: every block
-is built from each example's seed there, and no key is made for it.
+copying its weights. A copy leaves the random state its own build left (dropout draws the same masks after it), and
+the case records the seed that drew its weights, for the reproduction. The checker's own drawn sizes stay far below
+the threshold: every block is built from each example's seed there, and no key is made for it.
 """
 import collections
 import copy
