@@ -201,3 +201,49 @@ def test_a_sub_layer_argument_used_uncalled_stays_an_error(tmp_path):
                                                   "-k", "sublayer_connection and output_shape")
     record = records[("sublayer_connection", "output_shape")]
     assert record["verdict"] == "error", output
+
+
+FOLDED_HEADS = '''
+import math
+
+import torch
+import torch.nn as nn
+
+
+class DotProductAttention(nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, query, key, value, mask=None):
+        scores = torch.bmm(query, key.transpose(1, 2)) / math.sqrt(query.shape[-1])
+        return torch.bmm(self.dropout(torch.softmax(scores, dim=-1)), value)
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, h, dropout):
+        super().__init__()
+        self.h = h
+        self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+
+    def forward(self, query, key, value, mask):
+        b = query.size(0)
+        q, k, v = (w(x).view(b, x.size(1), self.h, -1).transpose(1, 2)
+                   for w, x in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+        weights = torch.softmax(torch.bmm(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1)), dim=-1)
+        return self.w_o(torch.bmm(weights, v).transpose(1, 2).reshape(b, query.size(1), -1))
+'''
+
+
+def test_a_kernel_of_folded_heads_given_four_axes_is_no_error_while_a_block_giving_bmm_four_is(tmp_path):
+    """The kernel takes the heads folded into the batch (``torch.bmm`` on its arguments as given, 3-D): the
+    checker's 4-D call of it breaks what torch requires of them, no verdict on the code; the multi-head block that
+    splits its heads into 4-D itself and hands them to ``torch.bmm`` crashes the same way, and that is the author's
+    error."""
+    code, output, report, records = run_on_source(tmp_path, "attention.py", FOLDED_HEADS,
+                                                  "-k", "attention and output_shape")
+    kernel, block = records[("attention", "output_shape")], records[("multi_head_attention", "output_shape")]
+    assert (kernel["verdict"], kernel["cause"]) == ("missing", "adapter.precondition_not_met"), output
+    assert "torch.bmm(query, key.transpose(1, 2))" in kernel["message"], output
+    assert block["verdict"] == "error", output

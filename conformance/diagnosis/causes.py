@@ -128,7 +128,8 @@ CATALOGUE = (
     E("adapter.config_field_not_planned", "", "the code used a field of its configuration object that the checker "
       "cannot set from the sizes it checks (a scale or a flag of the author's configuration), left None"),
     E("adapter.precondition_not_met", "", "the checker's call broke a precondition the author's code states (an "
-      "assert on its arguments, or a raise under an if testing only them)"),
+      "assert on its arguments, or a raise under an if testing only them) or a torch operation sets (the rank of "
+      "the arguments as given, in the function the checker called)"),
     E("adapter.sequence_given_a_number", "", "the code indexes or iterates an argument (a list of layer widths) to "
       "which the checker gave one number: it is not built or called as its author does"),
     E("adapter.call_not_as_author", "", "the block crashed or failed under the checker's call while the author's "

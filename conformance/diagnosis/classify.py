@@ -165,7 +165,7 @@ def checker_fault(impl, component, crash, exc, tb):
         return "adapter.sequence_given_a_number", (f"the code indexes or iterates {sequence}, to which the checker "
                                                    "gave one number: it takes a sequence there (a list of widths, "
                                                    "say), which the checker's configuration does not give")
-    precondition = stated_precondition(exc, tb)
+    precondition = stated_precondition(exc, tb) or rank_refused_as_given(exc, tb)
     if precondition:
         return "adapter.precondition_not_met", (f"the code states a precondition the checker's call or "
                                                 f"configuration did not meet ({precondition})")
@@ -263,6 +263,28 @@ def stated_precondition(exc, tb):
     return f"{ast.unparse(node).splitlines()[0][:120]}, at {code.co_name}"
 
 
+RANK_REQUIRED = re.compile(r"must be a [1-6]D tensor|[Ee]xpected [1-6]D|batched [1-6]D|[1-6]-D tensor")
+"""torch refusing a tensor of another rank (``batch1 must be a 3D tensor``)."""
+
+
+def rank_refused_as_given(exc, tb):
+    """The statement where a torch operation refused the rank of the arguments of the author's function as given,
+    that function being the only one of the author's running (the checker called it): the code takes them of
+    another rank (``torch.bmm(query, key.transpose(1, 2))``, the heads folded into the batch, 3-D, where the call gave
+    4-D), a precondition of its own; None otherwise (a block handing ``torch.bmm`` 4-D heads it made itself)."""
+    if not isinstance(exc, RuntimeError) or not RANK_REQUIRED.search(str(exc)):
+        return None
+    authors = [(f, n) for f, n in traceback.walk_tb(tb) if not is_checker_code(f.f_code.co_filename)]
+    node = statement_at(authors[0][0].f_code.co_filename, authors[0][1]) if len(authors) == 1 else None
+    if node is None:
+        return None
+    code = authors[0][0].f_code
+    arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) - {"self"}
+    given = {n.id for call in ast.walk(node) if isinstance(call, ast.Call) for a in call.args for n in ast.walk(a)
+             if isinstance(n, ast.Name)}
+    if not given or not given <= read_from_arguments(code, arguments):
+        return None
+    return f"{ast.unparse(node).splitlines()[0][:120]}, at {code.co_name}"
 NUMBER_AS_SEQUENCE = re.compile(r"'(int|float)' object is not (subscriptable|iterable)|object of type '(int|float)' "
                                 r"has no len\(\)")
 
