@@ -68,6 +68,10 @@ def verdict_of(excinfo, component, locate, impl):
         return (MISSING, "adapter.call_not_as_author", f"{component} crashed under the checker's call, while the "
                 f"author's own {outer} calls it without a crash: the checker does not call it as its author does "
                 f"({message}). {MAP_IT}")
+    refused = rank_refused_as_given(exc, excinfo.tb)  # (after the author's own calls, which say more)
+    if refused:
+        return (MISSING, "adapter.precondition_not_met", f"the code states a precondition the checker's call did not "
+                f"meet (a torch operation's rank, {refused}): {message}. {MAP_IT}")
     if "device" in str(exc) and any(words in str(exc) for words in ("Expected all tensors", "same device",
                                                                      "not on the expected device")):
         return FAIL, "device.tensor_on_wrong_device", "a tensor was left on another device: " + message
@@ -165,7 +169,7 @@ def checker_fault(impl, component, crash, exc, tb):
         return "adapter.sequence_given_a_number", (f"the code indexes or iterates {sequence}, to which the checker "
                                                    "gave one number: it takes a sequence there (a list of widths, "
                                                    "say), which the checker's configuration does not give")
-    precondition = stated_precondition(exc, tb) or rank_refused_as_given(exc, tb)
+    precondition = stated_precondition(exc, tb)
     if precondition:
         return "adapter.precondition_not_met", (f"the code states a precondition the checker's call or "
                                                 f"configuration did not meet ({precondition})")
